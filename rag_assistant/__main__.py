@@ -1,0 +1,3 @@
+from rag_assistant.cli import main
+
+main()

@@ -1,0 +1,69 @@
+"""Typer application and entry point. Heavy libraries are imported inside commands, never here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rag_assistant import __version__
+
+app = typer.Typer(
+    name="rag-assistant",
+    help="Answer questions about a corpus of paper abstracts, citing the papers used.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rag-assistant {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Data directory (index, logs). Env: RAG_ASSISTANT_DATA_DIR.", show_default=False),
+    ] = None,
+    chroma_url: Annotated[
+        str | None,
+        typer.Option(help="Use a Chroma server at this URL instead of the embedded one.", show_default=False),
+    ] = None,
+    collection: Annotated[str | None, typer.Option(help="Chroma collection name.", show_default=False)] = None,
+    config: Annotated[
+        Path | None, typer.Option(help="TOML settings file. Env: RAG_ASSISTANT_CONFIG.", show_default=False)
+    ] = None,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    ctx.obj = {"data_dir": data_dir, "chroma_url": chroma_url, "collection": collection, "config_file": config}
+
+
+def _register() -> None:
+    from rag_assistant.cli import index_cmds
+
+    index_cmds.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    from rag_assistant.cli.common import report_error
+
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)
+    except Exception as exc:  # only our own errors are turned into a line; bugs keep their traceback
+        sys.exit(report_error(exc))

@@ -1,0 +1,67 @@
+"""Shared CLI plumbing: global options -> Settings, consoles, JSON output, error rendering."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rag_assistant.config import Settings
+
+_consoles: dict[str, Console] = {}
+
+
+def out() -> Console:
+    if "out" not in _consoles:
+        from rich.console import Console
+
+        _consoles["out"] = Console(highlight=False, soft_wrap=True)
+    return _consoles["out"]
+
+
+def err() -> Console:
+    if "err" not in _consoles:
+        from rich.console import Console
+
+        _consoles["err"] = Console(stderr=True, highlight=False, soft_wrap=True)
+    return _consoles["err"]
+
+
+def settings_from(ctx: typer.Context, **flags: Any) -> Settings:
+    """Global options (stored on the context) plus this command's flags; None means not given."""
+    from rag_assistant.config import load_settings
+
+    root = ctx.find_root()
+    globals_: dict[str, Any] = dict(root.obj or {})
+    config_file: Path | None = globals_.pop("config_file", None)
+    return load_settings(config_file, **globals_, **flags)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def report_error(exc: BaseException) -> int:
+    """One line saying what happened, one saying how to fix it. Returns the exit code."""
+    from rich.markup import escape
+
+    from rag_assistant.errors import RagAssistantError
+
+    if isinstance(exc, RagAssistantError):
+        console = err()
+        console.print(f"[bold red]error:[/] {escape(exc.message)}")
+        for line in exc.details[:50]:
+            console.print(f"  - {escape(line)}")
+        if len(exc.details) > 50:
+            console.print(f"  ... and {len(exc.details) - 50} more")
+        if exc.hint:
+            console.print(f"[yellow]hint:[/] {escape(exc.hint)}")
+        return exc.exit_code
+    raise exc

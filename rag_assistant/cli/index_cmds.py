@@ -1,0 +1,148 @@
+"""ingest, search, stats: the commands that build and inspect the index."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rag_assistant.cli.common import err, out, print_json, settings_from
+
+
+def ingest(
+    ctx: typer.Context,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Files or folders (.txt, .jsonl, .json, .csv). None: the bundled ICML 2025 corpus."),
+    ] = None,
+    skip_bad: Annotated[
+        bool, typer.Option("--skip-bad", help="Ingest the valid files and records, reporting the bad ones.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Parse, chunk, embed and store abstracts. Unchanged papers are skipped; changed ones replaced."""
+    from rich.markup import escape
+
+    from rag_assistant.corpus import bundled_corpus_path, load_corpus
+    from rag_assistant.index.ingest import ingest_papers
+
+    settings = settings_from(ctx)
+    loaded = load_corpus(list(paths) if paths else [bundled_corpus_path()], skip_bad=skip_bad)
+    for line in loaded.errors:
+        err().print(f"[red]skipped:[/] {escape(line)}")
+    for line in loaded.warnings:
+        err().print(f"[yellow]warning:[/] {escape(line)}")
+    with _progress() as (progress, task):
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total, visible=True)
+            if not err().is_terminal:  # logs and pipes get plain lines instead of a bar
+                err().print(f"embedded {done}/{total} chunks")
+
+        report = ingest_papers(loaded.papers, settings, progress=advance)
+    report.warnings = loaded.warnings + [f"skipped: {e}" for e in loaded.errors]
+    if as_json:
+        print_json({**report.as_dict(), "files": [str(f) for f in loaded.files], "data_dir": settings.data_dir})
+        return
+    out().print(
+        f"Ingested {report.papers} papers from {len(loaded.files)} file(s): {report.new} new, "
+        f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed; "
+        f"{report.chunks_added} new chunks, {report.chunks_deleted} deleted in {report.seconds:.1f}s."
+    )
+    if loaded.errors:
+        raise typer.Exit(1)
+
+
+class _progress:
+    """A rich progress bar on stderr that stays hidden until there is something to embed."""
+
+    def __enter__(self):  # noqa: ANN204
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("embedding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("chunks"),
+            TimeRemainingColumn(),
+            console=err(),
+            transient=True,
+        )
+        self.progress.start()
+        self.task = self.progress.add_task("embed", total=None, visible=False)
+        return self.progress, self.task
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+
+def search(
+    ctx: typer.Context,
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int | None, typer.Option("-k", "--top-k", help="Number of papers.", min=1, max=100)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, best first.")] = False,
+) -> None:
+    """Hybrid (dense + keyword) search, one result per paper."""
+    from rich.markup import escape
+
+    from rag_assistant.retrieve import Retriever
+
+    settings = settings_from(ctx, top_k=k)
+    sources = Retriever(settings).search(query, settings.top_k)
+    if as_json:
+        print_json([s.as_dict() for s in sources])
+        return
+    if not sources:
+        out().print("No matching papers.")
+    for s in sources:
+        dense = f"{s.dense_score:.3f}" if s.dense_score is not None else "-"
+        out().print(
+            f"[bold]{s.rank}. [{escape(s.paper_id)}][/] score {s.score:.4f} (cosine {dense})  "
+            f"[dim]{escape(s.paper.source)} #{s.paper.position}[/]"
+        )
+        if s.paper.title:
+            out().print(f"   {escape(s.paper.title)}")
+        snippet = s.chunks[0] if s.chunks else s.paper.text
+        out().print(f"   [dim]{escape(snippet[:240])}{'...' if len(snippet) > 240 else ''}[/]")
+
+
+def stats(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """What the index holds and where it lives."""
+    from rag_assistant.index.ingest import keyword_dir
+    from rag_assistant.index.keyword import KeywordIndex
+    from rag_assistant.index.store import open_store
+
+    settings = settings_from(ctx)
+    store = open_store(settings)
+    info = store.get_info()
+    sources = store.sources()
+    keyword = KeywordIndex(keyword_dir(settings))
+    data = {
+        "data_dir": str(settings.data_dir),
+        "store": settings.chroma_url or str(settings.chroma_dir),
+        "collection": settings.collection,
+        "papers": sum(sources.values()),
+        "chunks": store.count(),
+        "sources": sources,
+        "embedding_model": info.get("embedding_model"),
+        "keyword_index": "current" if keyword.revision == info.get("revision") else "stale (rebuilt on next search)",
+    }
+    if as_json:
+        print_json(data)
+        return
+    for key, value in data.items():
+        if key == "sources":
+            for name, n in value.items():
+                out().print(f"  {name}: {n} papers")
+        else:
+            out().print(f"{key}: {value}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ingest)
+    app.command()(search)
+    app.command()(stats)

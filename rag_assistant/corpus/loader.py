@@ -1,0 +1,94 @@
+"""Turn paths (files or folders) into a checked list of papers: ids unique, duplicates reported."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from rag_assistant.corpus.models import Paper
+from rag_assistant.corpus.parsers import PARSERS, short_stem
+from rag_assistant.errors import CorpusError
+
+
+@dataclass
+class CorpusLoad:
+    papers: list[Paper] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+
+def bundled_corpus_path() -> Path:
+    """The ICML 2025 demo abstracts shipped inside the package."""
+    return Path(str(resources.files("rag_assistant") / "data" / "icml2025"))
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """Files as given, folders walked recursively for supported extensions, in a stable order."""
+    files: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise CorpusError(f"{path}: no such file or folder", "check the path")
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in PARSERS)
+            found = [p for p in found if not any(part.startswith(".") for part in p.relative_to(path).parts)]
+            if not found:
+                raise CorpusError(f"{path}: folder holds no .txt, .jsonl, .json or .csv files")
+            files.extend(found)
+        elif path.suffix.lower() not in PARSERS:
+            raise CorpusError(
+                f"{path}: unsupported file type '{path.suffix}'", "use .txt, .md, .jsonl, .json, .csv or .tsv"
+            )
+        else:
+            files.append(path)
+    return list(dict.fromkeys(p.resolve() for p in files))
+
+
+def id_prefixes(files: list[Path]) -> dict[Path, str]:
+    """Short prefix per file (`004`), falling back to the full stem where two files would collide."""
+    shorts = {f: short_stem(f) for f in files}
+    counts = Counter(shorts.values())
+    return {f: (s if counts[s] == 1 else f.stem) for f, s in shorts.items()}
+
+
+def load_corpus(paths: list[Path], skip_bad: bool = False) -> CorpusLoad:
+    """Parse every file. Errors are collected (all of them, so the user fixes them in one go); with
+    skip_bad the bad files are left out, otherwise the caller must not write anything."""
+    result = CorpusLoad(files=expand_paths(paths))
+    prefixes = id_prefixes(result.files)
+    by_id: dict[str, Paper] = {}
+    by_text: dict[str, Paper] = {}
+    for path in result.files:
+        try:
+            papers = PARSERS[path.suffix.lower()](path, prefixes[path])
+        except CorpusError as exc:
+            result.errors.append(str(exc))
+            continue
+        for paper in papers:
+            where = f"{path}: paper {paper.position}"
+            if paper.paper_id in by_id:
+                first = by_id[paper.paper_id]
+                if first.text_hash == paper.text_hash:
+                    result.warnings.append(f"{where}: duplicate of {paper.paper_id}, skipped")
+                else:
+                    result.errors.append(
+                        f"{where}: id '{paper.paper_id}' already used by {first.source} "
+                        f"paper {first.position} with a different abstract"
+                    )
+                continue
+            if paper.text_hash in by_text:
+                other = by_text[paper.text_hash]
+                result.warnings.append(f"{where}: same abstract as {other.paper_id}, skipped")
+                continue
+            by_id[paper.paper_id] = paper
+            by_text[paper.text_hash] = paper
+            result.papers.append(paper)
+    if result.errors and not skip_bad:
+        raise CorpusError(
+            result.errors[0] if len(result.errors) == 1 else f"{len(result.errors)} problems in the corpus",
+            "fix the file(s), or pass --skip-bad to ingest the rest",
+            details=result.errors if len(result.errors) > 1 else None,
+        )
+    return result

@@ -1,0 +1,39 @@
+"""The Paper record: what every other part of the system knows about an abstract."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One abstract. `paper_id` is stable across re-ingests; `source` + `position` trace it to its file."""
+
+    paper_id: str
+    text: str
+    source: str
+    position: int
+    title: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def content_hash(self) -> str:
+        """Changes whenever anything that is embedded or shown changes."""
+        payload = json.dumps([self.title, self.text, self.metadata], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def text_hash(self) -> str:
+        """Identity of the abstract itself, used to spot the same paper under two ids."""
+        return hashlib.sha1(" ".join(self.text.split()).lower().encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        """A short human label: the title, else the opening words of the abstract."""
+        if self.title:
+            return self.title
+        words = self.text.split()
+        return " ".join(words[:12]) + (" ..." if len(words) > 12 else "")

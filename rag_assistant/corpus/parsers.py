@@ -1,0 +1,157 @@
+"""One parser per file format. Each returns papers or raises CorpusError naming the file (and line)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rag_assistant.corpus.models import Paper
+from rag_assistant.errors import CorpusError
+
+URL_RE = re.compile(r"https?://[^\s)\]}>,;\"']+")
+ID_FIELDS = ("id", "paper_id", "doc_id")
+TITLE_FIELDS = ("title",)
+TEXT_FIELDS = ("abstract", "text", "summary")
+
+
+def read_text_file(path: Path) -> str:
+    """Read a file as UTF-8 text, refusing binary and undecodable files with a clear message."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read ({exc.strerror})") from None
+    if b"\x00" in raw[:8192]:
+        raise CorpusError(f"{path}: binary file, not text", "give a .txt, .jsonl, .json or .csv file")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise CorpusError(f"{path}:{line}: not valid UTF-8 (byte {exc.start})", "re-save the file as UTF-8") from None
+    if not text.strip():
+        raise CorpusError(f"{path}: empty file, no abstracts found")
+    return text
+
+
+def extract_urls(text: str) -> list[str]:
+    return sorted({u.rstrip(".") for u in URL_RE.findall(text)})
+
+
+def short_stem(path: Path) -> str:
+    """`004_f08e38e0363d2af7.txt` -> `004`: short, readable ids such as `004:17`."""
+    stem = path.stem
+    head = stem.split("_", 1)[0]
+    return head or stem
+
+
+def _is_header(block: str) -> bool:
+    """A first block that is one short line without sentence punctuation is a file header, not a paper."""
+    return "\n" not in block.strip() and len(block) < 120 and not block.rstrip().endswith((".", "?", "!"))
+
+
+def parse_text(path: Path, id_prefix: str) -> list[Paper]:
+    """Blank-line separated abstracts, optionally after a one-line header."""
+    text = read_text_file(path).replace("\r\n", "\n")
+    blocks = [b.strip() for b in re.split(r"\n\s*\n", text) if b.strip()]
+    if blocks and _is_header(blocks[0]) and len(blocks) > 1:
+        blocks = blocks[1:]
+    papers = []
+    for position, block in enumerate(blocks):
+        body = " ".join(line.strip() for line in block.splitlines())
+        meta: dict[str, Any] = {}
+        if urls := extract_urls(body):
+            meta["urls"] = urls
+        papers.append(Paper(f"{id_prefix}:{position}", body, path.name, position, None, meta))
+    return papers
+
+
+def _pick(record: dict[str, Any], names: tuple[str, ...]) -> tuple[str | None, Any]:
+    lowered = {k.lower(): k for k in record}
+    for name in names:
+        if name in lowered:
+            return lowered[name], record[lowered[name]]
+    return None, None
+
+
+def record_to_paper(record: dict[str, Any], path: Path, position: int, where: str, id_prefix: str) -> Paper:
+    """Map a JSON/CSV record (id, title, abstract + anything else kept as metadata) to a Paper."""
+    text_key, text = _pick(record, TEXT_FIELDS)
+    if not isinstance(text, str) or not text.strip():
+        raise CorpusError(f"{where}: record has no abstract", "each record needs a non-empty 'abstract' field")
+    id_key, raw_id = _pick(record, ID_FIELDS)
+    paper_id = str(raw_id).strip() if raw_id not in (None, "") else f"{id_prefix}:{position}"
+    title_key, title = _pick(record, TITLE_FIELDS)
+    title = title.strip() if isinstance(title, str) and title.strip() else None
+    used = {text_key, id_key, title_key}
+    meta = {k: v for k, v in record.items() if k not in used and v not in (None, "")}
+    body = " ".join(text.split())
+    if urls := extract_urls(body):
+        meta.setdefault("urls", urls)
+    return Paper(paper_id, body, path.name, position, title, meta)
+
+
+def parse_jsonl(path: Path, id_prefix: str) -> list[Paper]:
+    papers: list[Paper] = []
+    for lineno, line in enumerate(read_text_file(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{where}: malformed JSON ({exc.msg})", "fix or remove that line") from None
+        if not isinstance(record, dict):
+            raise CorpusError(f"{where}: expected a JSON object per line")
+        papers.append(record_to_paper(record, path, len(papers), where, id_prefix))
+    return papers
+
+
+def parse_json(path: Path, id_prefix: str) -> list[Paper]:
+    try:
+        data = json.loads(read_text_file(path))
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+    if isinstance(data, dict):  # {"papers": [...]} is a common wrapper
+        data = next((v for v in data.values() if isinstance(v, list)), None)
+    if not isinstance(data, list):
+        raise CorpusError(f"{path}: expected a JSON array of paper objects")
+    papers = []
+    for i, record in enumerate(data):
+        where = f"{path}: item {i}"
+        if not isinstance(record, dict):
+            raise CorpusError(f"{where}: expected an object")
+        papers.append(record_to_paper(record, path, i, where, id_prefix))
+    return papers
+
+
+def parse_csv(path: Path, id_prefix: str) -> list[Paper]:
+    text = read_text_file(path)
+    try:
+        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
+    except csv.Error:
+        dialect = csv.excel  # type: ignore[assignment]
+    reader = csv.DictReader(io.StringIO(text), dialect=dialect)
+    if not reader.fieldnames or not any(f.lower() in TEXT_FIELDS for f in reader.fieldnames if f):
+        raise CorpusError(f"{path}: CSV needs an 'abstract' column", f"found {reader.fieldnames}")
+    papers = []
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        if None in row:
+            raise CorpusError(f"{where}: more fields than the header has", "quote fields containing commas")
+        papers.append(record_to_paper(dict(row), path, len(papers), where, id_prefix))
+    return papers
+
+
+PARSERS: dict[str, Callable[[Path, str], list[Paper]]] = {
+    ".txt": parse_text,
+    ".md": parse_text,
+    ".jsonl": parse_jsonl,
+    ".ndjson": parse_jsonl,
+    ".json": parse_json,
+    ".csv": parse_csv,
+    ".tsv": parse_csv,
+}

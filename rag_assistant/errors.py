@@ -1,0 +1,52 @@
+"""Specific exceptions raised by the library; the CLI renders each as one line plus a hint."""
+
+from __future__ import annotations
+
+
+class RagAssistantError(Exception):
+    """Base class: `message` says what happened, `hint` says how to fix it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details or []
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} ({self.hint})"
+
+
+class ConfigError(RagAssistantError):
+    """Settings or a config file are invalid."""
+
+    exit_code = 2
+
+
+class CorpusError(RagAssistantError):
+    """A corpus file could not be read or parsed; nothing was written to the index."""
+
+    exit_code = 2
+
+
+class IndexStoreError(RagAssistantError):
+    """The index (Chroma or the keyword index) is missing, unreachable or inconsistent."""
+
+
+class EmptyIndexError(IndexStoreError):
+    """Nothing has been ingested yet."""
+
+
+class StoreUnavailableError(IndexStoreError):
+    """The vector store (e.g. a Chroma server) could not be reached."""
+
+
+class PromptError(RagAssistantError):
+    """A prompt file is missing or its variables do not match what the code fills in."""
+
+
+class LLMError(RagAssistantError):
+    """The LLM call failed (timeout, HTTP error, refused connection, malformed or empty completion)."""
+
+    exit_code = 3

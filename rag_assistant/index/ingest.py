@@ -1,0 +1,153 @@
+"""Ingest: papers -> chunks -> embeddings -> store, then the keyword index. Idempotent and crash-safe:
+chunk ids are deterministic and each chunk records its paper's hash and chunk count, so a paper whose
+chunks are missing or mixed (a killed run) is simply redone, and upserts never duplicate."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rag_assistant.config import Settings
+from rag_assistant.corpus.models import Paper
+from rag_assistant.errors import ConfigError, CorpusError
+from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
+from rag_assistant.index.embedding import get_embedder, get_tokenizer
+from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.store import StoredChunk, VectorStore, open_store, paper_to_metadata
+
+EMBED_BATCH = 128  # chunks embedded and written per step: bounds memory and the work a kill loses
+
+
+@dataclass
+class IngestReport:
+    papers: int = 0
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    chunks_added: int = 0
+    chunks_deleted: int = 0
+    keyword_rebuilt: bool = False
+    seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def keyword_dir(settings: Settings):  # noqa: ANN201 - Path
+    return settings.data_dir / "keyword" / settings.collection
+
+
+def model_signature(settings: Settings) -> str:
+    return settings.embedding_model or "bundled:all-MiniLM-L6-v2"
+
+
+def check_model(store: VectorStore, settings: Settings) -> dict[str, Any]:
+    info = store.get_info()
+    built_with = info.get("embedding_model")
+    if built_with and built_with != model_signature(settings) and store.count():
+        raise ConfigError(
+            f"the index was built with embedding model {built_with}, not {model_signature(settings)}",
+            "use the same model, or a new --data-dir / collection for the other one",
+        )
+    return info
+
+
+def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = False) -> KeywordIndex:
+    """Rebuild the keyword index when the store changed since it was built (also after a killed run)."""
+    index = KeywordIndex(keyword_dir(settings))
+    revision = str(store.get_info().get("revision", ""))
+    if force or index.revision != revision:
+        index.build(store.iter_chunks(), revision)
+    return index
+
+
+def ingest_papers(
+    papers: list[Paper],
+    settings: Settings,
+    store: VectorStore | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> IngestReport:
+    started = time.perf_counter()
+    store = store or open_store(settings)
+    info = check_model(store, settings)
+    report = IngestReport(papers=len(papers))
+    by_id = {p.paper_id: p for p in papers}
+    states = store.paper_states(list(by_id))
+
+    conflicts = [
+        f"{p.source}: paper {p.position}: id '{p.paper_id}' is already in the index from {states[p.paper_id].source}"
+        for p in papers
+        if p.paper_id in states and states[p.paper_id].source not in ("", p.source)
+    ]
+    if conflicts:
+        raise CorpusError(
+            conflicts[0] if len(conflicts) == 1 else f"{len(conflicts)} paper ids clash with ingested papers",
+            "rename the file (ids of text files start with its name) or give records their own ids",
+            details=conflicts if len(conflicts) > 1 else None,
+        )
+
+    todo: list[Paper] = []
+    for paper in papers:
+        state = states.get(paper.paper_id)
+        if state is None:
+            report.new += 1
+            todo.append(paper)
+        elif state.content_hash != paper.content_hash or not state.complete:
+            report.changed += 1
+            todo.append(paper)
+        else:
+            report.unchanged += 1
+
+    stale_papers = {
+        pid: cids
+        for pid, cids in store.chunks_from_sources(sorted({p.source for p in papers})).items()
+        if pid not in by_id
+    }
+    if not todo and not stale_papers:
+        index = KeywordIndex(keyword_dir(settings))
+        if index.revision != str(info.get("revision", "")):
+            sync_keyword_index(store, settings)
+            report.keyword_rebuilt = True
+        report.seconds = time.perf_counter() - started
+        return report
+
+    # Mark the store as changing before writing, so a kill leaves a revision the keyword index lacks.
+    revision = uuid.uuid4().hex
+    store.set_info({**info, "embedding_model": model_signature(settings), "revision": revision})
+
+    count = token_counter(get_tokenizer(settings.embedding_model))
+    chunks: list[tuple[Paper, Chunk, int]] = []
+    for paper in todo:
+        pieces = chunk_paper(paper, count, settings.chunk_max_tokens, settings.chunk_overlap_sentences)
+        chunks.extend((paper, c, len(pieces)) for c in pieces)
+
+    embedder = get_embedder(settings.embedding_model, settings.embedding_backend, settings.embed_batch_size)
+    done = 0
+    for start in range(0, len(chunks), EMBED_BATCH):
+        batch = chunks[start : start + EMBED_BATCH]
+        vectors = embedder.embed([c.text for _, c, _ in batch])
+        stored = [StoredChunk(c.chunk_id, p.paper_id, c.text, paper_to_metadata(p, c.index, n)) for p, c, n in batch]
+        store.add(stored, vectors.tolist())
+        done += len(batch)
+        if progress:
+            progress(done, len(chunks))
+    report.chunks_added = len(chunks)
+
+    new_ids = {c.chunk_id for _, c, _ in chunks}
+    obsolete = [cid for p in todo if p.paper_id in states for cid in states[p.paper_id].chunk_ids]
+    obsolete = [cid for cid in obsolete if cid not in new_ids]
+    obsolete += [cid for cids in stale_papers.values() for cid in cids]
+    if obsolete:
+        store.delete(obsolete)
+    report.chunks_deleted = len(obsolete)
+    report.removed = len(stale_papers)
+
+    sync_keyword_index(store, settings, force=True)
+    report.keyword_rebuilt = True
+    report.seconds = time.perf_counter() - started
+    return report

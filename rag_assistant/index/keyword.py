@@ -1,0 +1,94 @@
+"""BM25 keyword index over chunks (bm25s), persisted beside Chroma and tied to the store's revision."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+_STEMMER: Any = None
+
+
+def _stemmer() -> Any:
+    global _STEMMER
+    if _STEMMER is None:
+        try:
+            import Stemmer
+
+            _STEMMER = Stemmer.Stemmer("english")
+        except ImportError:  # stemming improves recall but is not essential
+            _STEMMER = False
+    return _STEMMER or None
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    import bm25s
+
+    return bm25s.tokenize(  # type: ignore[return-value]
+        texts, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False
+    )
+
+
+class KeywordIndex:
+    """Loaded lazily from `directory`; `revision` says which store state it was built from."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._retriever: Any = None
+        self._ids: list[str] = []
+        self.revision: str | None = None
+        self._load()
+
+    def _load(self) -> None:
+        meta_file = self.directory / "meta.json"
+        if not meta_file.is_file():
+            return
+        try:
+            meta = json.loads(meta_file.read_text())
+            self._ids = meta["ids"]
+            self.revision = meta["revision"]
+            if self._ids:
+                import bm25s
+
+                logging.getLogger("bm25s").setLevel(logging.ERROR)
+                self._retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=True, show_progress=False)
+        except Exception:  # a damaged index is rebuilt, never trusted
+            self._retriever, self._ids, self.revision = None, [], None
+
+    def build(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
+        """Rebuild from (chunk_id, text) pairs and persist atomically (write aside, then rename)."""
+        import bm25s
+
+        pairs = list(chunks)
+        ids = [cid for cid, _ in pairs]
+        tmp = self.directory.with_name(self.directory.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        retriever = None
+        if pairs:
+            retriever = bm25s.BM25()
+            retriever.index(tokenize([text for _, text in pairs]), show_progress=False)
+            retriever.save(str(tmp / "bm25"), show_progress=False)
+        (tmp / "meta.json").write_text(json.dumps({"revision": revision, "ids": ids}))
+        old = self.directory.with_name(self.directory.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if self.directory.exists():
+            self.directory.rename(old)
+        tmp.rename(self.directory)
+        shutil.rmtree(old, ignore_errors=True)
+        self._retriever, self._ids, self.revision = retriever, ids, revision
+        return len(ids)
+
+    def query(self, text: str, n: int) -> list[tuple[str, float]]:
+        """(chunk_id, bm25 score) best first; only chunks sharing at least one term."""
+        if self._retriever is None or not self._ids:
+            return []
+        tokens = tokenize([text])
+        known = [[t for t in tokens[0] if t in self._retriever.vocab_dict]]
+        if not known[0]:
+            return []
+        docs, scores = self._retriever.retrieve(known, k=min(n, len(self._ids)), show_progress=False)
+        return [(self._ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]

@@ -1,0 +1,251 @@
+"""Vector storage behind a small interface; Chroma (embedded or server) is the one backend today."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+from rag_assistant.corpus.models import Paper
+from rag_assistant.errors import ConfigError, StoreUnavailableError
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as stored: its text and the paper fields needed to cite it without another lookup."""
+
+    chunk_id: str
+    paper_id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    chunk_id: str
+    paper_id: str
+    text: str
+    similarity: float  # cosine similarity to the query, -1..1
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PaperState:
+    """What the store holds of one paper: enough to decide whether re-ingest must touch it."""
+
+    content_hash: str
+    source: str
+    chunk_ids: tuple[str, ...]
+    complete: bool  # every chunk of that hash is present (a killed ingest leaves this False)
+
+
+class VectorStore(Protocol):
+    """`add` and `query` are the contract; the rest is bookkeeping that ingest and stats need."""
+
+    def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None: ...
+
+    def query(self, embedding: Sequence[float], n: int) -> list[ChunkHit]: ...
+
+    def delete(self, chunk_ids: Sequence[str]) -> None: ...
+
+    def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]: ...
+
+    def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]: ...
+
+    def chunks_from_sources(self, sources: Sequence[str]) -> dict[str, list[str]]: ...
+
+    def iter_chunks(self) -> Iterator[tuple[str, str]]: ...
+
+    def count(self) -> int: ...
+
+    def sources(self) -> dict[str, int]: ...
+
+    def get_info(self) -> dict[str, Any]: ...
+
+    def set_info(self, info: dict[str, Any]) -> None: ...
+
+
+def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "paper_id": paper.paper_id,
+        "chunk_index": index,
+        "n_chunks": n_chunks,
+        "paper_hash": paper.content_hash,
+        "text_hash": paper.text_hash,
+        "source": paper.source,
+        "position": paper.position,
+    }
+    if paper.title:
+        meta["title"] = paper.title
+    if index == 0:  # the whole abstract, once per paper, so answers and references need no other store
+        meta["paper_text"] = paper.text
+        meta["paper_meta"] = json.dumps(paper.metadata, ensure_ascii=False, default=str)
+    return meta
+
+
+def metadata_to_paper(meta: dict[str, Any]) -> Paper:
+    return Paper(
+        paper_id=str(meta["paper_id"]),
+        text=str(meta.get("paper_text", "")),
+        source=str(meta.get("source", "")),
+        position=int(meta.get("position", 0)),
+        title=meta.get("title"),
+        metadata=json.loads(meta.get("paper_meta") or "{}"),
+    )
+
+
+class ChromaStore:
+    """Chroma collection with cosine distance. Embedded (PersistentClient) unless `url` names a server."""
+
+    def __init__(self, path: Path | None, collection: str, url: str | None = None) -> None:
+        logging.getLogger("chromadb").setLevel(logging.ERROR)
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        settings = ChromaSettings(anonymized_telemetry=False)
+        self.location = url or str(path)
+        try:
+            if url:
+                parsed = urlparse(url if "://" in url else f"http://{url}")
+                if not parsed.hostname:
+                    raise ConfigError(f"invalid Chroma URL: {url}", "use e.g. http://localhost:8000")
+                self.client = chromadb.HttpClient(
+                    host=parsed.hostname,
+                    port=parsed.port or (443 if parsed.scheme == "https" else 8000),
+                    ssl=parsed.scheme == "https",
+                    settings=settings,
+                )
+            else:
+                assert path is not None
+                path.mkdir(parents=True, exist_ok=True)
+                self.client = chromadb.PersistentClient(path=str(path), settings=settings)
+            self.collection = self.client.get_or_create_collection(
+                collection, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+            )
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise StoreUnavailableError(
+                f"cannot open Chroma at {self.location}: {str(exc).splitlines()[0][:200]}",
+                "check that the server runs (chroma run --path DIR) or unset RAG_ASSISTANT_CHROMA_URL"
+                if url
+                else "check the data directory is writable and not used by another version of chromadb",
+            ) from None
+        self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
+
+    def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None:
+        for start in range(0, len(chunks), self.batch_size):
+            part = chunks[start : start + self.batch_size]
+            self.collection.upsert(
+                ids=[c.chunk_id for c in part],
+                embeddings=embeddings[start : start + self.batch_size],  # type: ignore[arg-type]
+                documents=[c.text for c in part],
+                metadatas=[c.metadata for c in part],
+            )
+
+    def query(self, embedding: Sequence[float], n: int) -> list[ChunkHit]:
+        total = self.collection.count()
+        if total == 0:
+            return []
+        res = self.collection.query(
+            query_embeddings=[list(map(float, embedding))],
+            n_results=min(n, total),
+            include=["documents", "metadatas", "distances"],
+        )
+        hits = []
+        for cid, doc, meta, dist in zip(
+            res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True
+        ):
+            hits.append(ChunkHit(cid, str(meta["paper_id"]), doc or "", 1.0 - float(dist), dict(meta)))
+        return hits
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        for start in range(0, len(chunk_ids), self.batch_size):
+            self.collection.delete(ids=list(chunk_ids[start : start + self.batch_size]))
+
+    def _get_where(self, paper_ids: Sequence[str], include: list[str]) -> Iterator[tuple[str, dict]]:
+        step = 500
+        for start in range(0, len(paper_ids), step):
+            res = self.collection.get(
+                where={"paper_id": {"$in": list(paper_ids[start : start + step])}},
+                include=include,  # type: ignore[arg-type]
+            )
+            yield from zip(res["ids"], res["metadatas"] or [], strict=False)
+
+    def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]:
+        found: dict[str, list[tuple[str, dict]]] = {}
+        for cid, meta in self._get_where(paper_ids, ["metadatas"]):
+            found.setdefault(str(meta["paper_id"]), []).append((cid, meta))
+        states = {}
+        for pid, rows in found.items():
+            hashes = {m["paper_hash"] for _, m in rows}
+            first = rows[0][1]
+            complete = len(hashes) == 1 and len(rows) == int(first["n_chunks"])
+            states[pid] = PaperState(
+                content_hash=str(first["paper_hash"]) if len(hashes) == 1 else "",
+                source=str(first.get("source", "")),
+                chunk_ids=tuple(cid for cid, _ in rows),
+                complete=complete,
+            )
+        return states
+
+    def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
+        ids = [f"{pid}#0" for pid in dict.fromkeys(paper_ids)]
+        if not ids:
+            return {}
+        res = self.collection.get(ids=ids, include=["metadatas"])
+        out = {}
+        for meta in res["metadatas"] or []:
+            paper = metadata_to_paper(dict(meta))
+            out[paper.paper_id] = paper
+        return out
+
+    def chunks_from_sources(self, sources: Sequence[str]) -> dict[str, list[str]]:
+        """paper_id -> chunk ids of every stored paper that came from one of these file names."""
+        out: dict[str, list[str]] = {}
+        for source in dict.fromkeys(sources):
+            res = self.collection.get(where={"source": source}, include=["metadatas"])
+            for cid, meta in zip(res["ids"], res["metadatas"] or [], strict=False):
+                out.setdefault(str(meta["paper_id"]), []).append(cid)
+        return out
+
+    def iter_chunks(self) -> Iterator[tuple[str, str]]:
+        """Every (chunk_id, text), paged, in a stable order: what the keyword index is built from."""
+        step = 5000
+        offset = 0
+        while True:
+            res = self.collection.get(include=["documents"], limit=step, offset=offset)
+            if not res["ids"]:
+                return
+            yield from zip(res["ids"], res["documents"] or [], strict=True)
+            offset += len(res["ids"])
+
+    def count(self) -> int:
+        return int(self.collection.count())
+
+    def sources(self) -> dict[str, int]:
+        """File name -> number of papers from it (read from each paper's first chunk)."""
+        out: dict[str, int] = {}
+        step, offset = 5000, 0
+        while True:
+            res = self.collection.get(where={"chunk_index": 0}, include=["metadatas"], limit=step, offset=offset)
+            if not res["ids"]:
+                return out
+            for meta in res["metadatas"] or []:
+                out[str(meta.get("source", ""))] = out.get(str(meta.get("source", "")), 0) + 1
+            offset += len(res["ids"])
+
+    def get_info(self) -> dict[str, Any]:
+        return dict(self.collection.metadata or {})
+
+    def set_info(self, info: dict[str, Any]) -> None:
+        self.collection.modify(metadata=info)
+
+
+def open_store(settings: Any) -> ChromaStore:
+    """The store the settings describe: a Chroma server if chroma_url is set, else embedded on disk."""
+    return ChromaStore(settings.chroma_dir, settings.collection, settings.chroma_url)

@@ -1,0 +1,44 @@
+"""Sentence splitting and light normalisation shared by chunking, extractive answers and citation checks.
+
+One splitter everywhere, so that a sentence the answerer extracts is the same unit the verifier checks."""
+
+from __future__ import annotations
+
+import re
+
+# Abbreviations after which a period does not end a sentence.
+_ABBREV = r"(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Figs|Eq|Eqs|Sec|No|resp|approx|Dr|Mr|Ms|Prof|al)"
+_PROTECT = re.compile(rf"\b{_ABBREV}\.", re.IGNORECASE)
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9$\\*])")
+_PLACEHOLDER = "\u2063"  # invisible separator, never in abstracts
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
+_WS = re.compile(r"\s+")
+
+STOPWORDS = frozenset(
+    """a an and are as at be been being but by can could do does did for from had has have how i in into is
+    it its of on or our over such than that the their them then there these they this those through to under
+    up us was we were what when where which while who whom why will with within without would you your also
+    about across after against all any based both each few more most other same so some very via may might
+    paper papers work works propose proposed proposes approach approaches method methods show shows shown
+    new novel using use used study studies results result existing however many one two three""".split()
+)
+
+
+def normalize_space(text: str) -> str:
+    return _WS.sub(" ", text).strip()
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences, keeping abbreviations, decimals and inline LaTeX intact."""
+    text = normalize_space(text)
+    if not text:
+        return []
+    guarded = _PROTECT.sub(lambda m: m.group(0)[:-1] + _PLACEHOLDER, text)
+    parts = _BOUNDARY.split(guarded)
+    sentences = [p.replace(_PLACEHOLDER, ".").strip() for p in parts]
+    return [s for s in sentences if s]
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words minus stop words: the unit of lexical overlap measures."""
+    return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in STOPWORDS]

@@ -1,0 +1,69 @@
+"""Shared fixtures: an isolated data directory for every test, a ready index built once per session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests import fake_llm and helpers directly
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_FULL = REPO.parent / "shared" / "corpus" / "icml2025_full" / "papers.jsonl"
+
+_ISOLATE = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own data directory and no user config or API keys from the environment."""
+    d = tmp_path / "data"
+    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(d))
+    monkeypatch.setenv("RAG_ASSISTANT_CONFIG", str(tmp_path / "no-config.toml"))
+    for name in list(os.environ):
+        if name.startswith("RAG_ASSISTANT_") and name not in ("RAG_ASSISTANT_DATA_DIR", "RAG_ASSISTANT_CONFIG"):
+            monkeypatch.delenv(name)
+    for name in _ISOLATE:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return d
+
+
+@pytest.fixture(scope="session")
+def ready_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled corpus ingested once; tests must only read it."""
+    from rag_assistant.config import Settings
+    from rag_assistant.corpus import bundled_corpus_path, load_corpus
+    from rag_assistant.index.ingest import ingest_papers
+
+    d = tmp_path_factory.mktemp("ready") / "data"
+    settings = Settings(data_dir=d)
+    ingest_papers(load_corpus([bundled_corpus_path()]).papers, settings)
+    return d
+
+
+@pytest.fixture
+def ready(ready_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point this test at the shared, already-ingested data directory."""
+    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(ready_data_dir))
+    return ready_data_dir
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, input: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed console script exactly as a user would."""
+    exe = Path(sys.executable).with_name("rag-assistant")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "rag_assistant"]
+    return subprocess.run(
+        [*cmd, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}, input=input
+    )
+
+
+@pytest.fixture
+def cli() -> Iterator:
+    yield run_cli

@@ -1,0 +1,139 @@
+"""Ingest is idempotent, replaces changed abstracts, prunes removed ones and survives SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rag_assistant.config import Settings
+from rag_assistant.corpus import bundled_corpus_path, load_corpus
+from rag_assistant.index.chunking import chunk_paper, token_counter
+from rag_assistant.index.embedding import get_tokenizer
+from rag_assistant.index.ingest import ingest_papers
+from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.store import open_store
+from rag_assistant.retrieve import Retriever
+
+
+def _write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _bundled_records() -> list[dict]:
+    return [
+        {"id": p.paper_id.replace(":", "-"), "abstract": p.text} for p in load_corpus([bundled_corpus_path()]).papers
+    ]
+
+
+def _expected_chunks(path: Path, settings: Settings) -> int:
+    count = token_counter(get_tokenizer())
+    return sum(
+        len(chunk_paper(p, count, settings.chunk_max_tokens, settings.chunk_overlap_sentences))
+        for p in load_corpus([path]).papers
+    )
+
+
+def test_reingest_unchanged_adds_and_embeds_nothing(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = Settings()
+    papers = load_corpus([bundled_corpus_path()]).papers
+    first = ingest_papers(papers, settings)
+    assert first.new == 38 and first.chunks_added == _expected_chunks(bundled_corpus_path(), settings)
+
+    import rag_assistant.index.ingest as ingest_mod
+
+    def no_embedding(*a: object, **k: object) -> None:
+        raise AssertionError("unchanged corpus must not load or call the embedder")
+
+    monkeypatch.setattr(ingest_mod, "get_embedder", no_embedding)
+    second = ingest_papers(papers, settings)
+    assert (second.new, second.changed, second.unchanged, second.chunks_added) == (0, 0, 38, 0)
+    assert not second.keyword_rebuilt
+    assert open_store(settings).count() == first.chunks_added
+
+
+def test_changed_abstract_replaces_old_chunks_and_removed_one_is_pruned(tmp_path: Path) -> None:
+    settings = Settings()
+    records = _bundled_records()[:6]
+    path = _write_jsonl(tmp_path / "mini.jsonl", records)
+    ingest_papers(load_corpus([path]).papers, settings)
+    store = open_store(settings)
+    before = store.count()
+
+    records[2] = {**records[2], "abstract": "Zebras migrate across quantum savannas. A short replaced abstract."}
+    del records[4]
+    _write_jsonl(path, records)
+    report = ingest_papers(load_corpus([path]).papers, settings)
+    assert (report.changed, report.removed, report.unchanged) == (1, 1, 4)
+
+    store = open_store(settings)
+    assert set(store.paper_states([r["id"] for r in _bundled_records()[:6]])) == {r["id"] for r in records}
+    texts = dict(store.iter_chunks())
+    old_id = records[2]["id"]
+    assert [t for cid, t in texts.items() if cid.startswith(old_id + "#")] == [records[2]["abstract"]]
+    assert store.count() < before
+    top = Retriever(settings).search("zebras migrating across savannas", 1)[0]
+    assert top.paper_id == old_id and "Zebras" in top.paper.text
+
+
+def test_conflicting_id_from_another_file_is_refused_and_index_intact(tmp_path: Path) -> None:
+    from rag_assistant.errors import CorpusError
+
+    settings = Settings()
+    a = _write_jsonl(tmp_path / "a.jsonl", [{"id": "same", "abstract": "First text about graphs."}])
+    b = _write_jsonl(tmp_path / "b.jsonl", [{"id": "same", "abstract": "Other text about caches."}])
+    ingest_papers(load_corpus([a]).papers, settings)
+    with pytest.raises(CorpusError, match="already in the index"):
+        ingest_papers(load_corpus([b]).papers, settings)
+    assert open_store(settings).papers(["same"])["same"].text == "First text about graphs."
+
+
+@pytest.mark.slow
+def test_sigkill_halfway_then_rerun_leaves_complete_index(tmp_path: Path, data_dir: Path) -> None:
+    records = [
+        {"id": f"v{v}-{r['id']}", "abstract": f"Variant {v} study. {r['abstract']}"}
+        for v in range(5)
+        for r in _bundled_records()
+    ]
+    corpus = _write_jsonl(tmp_path / "big.jsonl", records)
+    settings = Settings()
+    expected = _expected_chunks(corpus, settings)
+    exe = Path(sys.executable).with_name("rag-assistant")
+    proc = subprocess.Popen(
+        [str(exe), "ingest", str(corpus)],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=os.environ.copy(),
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("embedded "):
+            done, total = map(int, line.split()[1].split("/"))
+            assert done < total
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+
+    partial = open_store(settings).count()
+    assert 0 < partial < expected
+    rerun = subprocess.run([str(exe), "ingest", str(corpus), "--json"], capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    report = json.loads(rerun.stdout)
+    assert report["unchanged"] > 0 and report["new"] + report["changed"] > 0
+
+    store = open_store(settings)
+    ids = [cid for cid, _ in store.iter_chunks()]
+    assert len(ids) == len(set(ids)) == expected
+    states = store.paper_states([r["id"] for r in records])
+    assert len(states) == len(records) and all(s.complete for s in states.values())
+    keyword = KeywordIndex(data_dir / "keyword" / settings.collection)
+    assert keyword.revision == store.get_info()["revision"]
+    assert Retriever(settings).search("low-rank key cache offloading", 3)
