@@ -49,9 +49,10 @@ def _global(
 
 
 def _register() -> None:
-    from rag_assistant.cli import index_cmds
+    from rag_assistant.cli import answer_cmds, index_cmds
 
     index_cmds.register(app)
+    answer_cmds.register(app)
 
 
 _register()

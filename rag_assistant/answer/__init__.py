@@ -1,0 +1,1 @@
+"""Answer generation, citation verification and the answer chain. Depends on retrieve and index."""

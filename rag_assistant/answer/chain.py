@@ -1,0 +1,110 @@
+"""The answer chain: retrieve -> abstain? -> generate -> verify citations -> Answer (-> provenance log)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from rag_assistant.answer.citations import SupportScorer, references, verify
+from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.config import Settings
+from rag_assistant.errors import ConfigError
+from rag_assistant.retrieve import Retriever, Source
+
+ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
+
+
+class Generator(Protocol):
+    mode: str
+    model: str
+
+    def answer(self, question: str, sources: list[Source]) -> Draft: ...
+
+
+def make_generator(settings: Settings, retriever: Retriever) -> Generator:
+    mode = settings.resolved_mode()
+    if mode == "llm":
+        if not settings.llm_configured:
+            raise ConfigError(
+                "llm mode needs an LLM: no API key or base URL is configured",
+                "set OPENAI_API_KEY and/or OPENAI_BASE_URL (or --llm-base-url), or use --mode extractive",
+            )
+        from rag_assistant.answer.llm import LLMGenerator
+
+        return LLMGenerator(settings)
+    from rag_assistant.answer.extractive import ExtractiveGenerator
+
+    return ExtractiveGenerator(retriever.embedder.embed_cached, settings.answer_sentences)
+
+
+class AnswerChain:
+    def __init__(
+        self,
+        settings: Settings,
+        retriever: Retriever | None = None,
+        generator: Generator | None = None,
+        log: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.retriever = retriever or Retriever(settings)
+        self.generator = generator or make_generator(settings, self.retriever)
+        self.log = log
+
+    @property
+    def mode(self) -> str:
+        return self.generator.mode
+
+    def should_abstain(self, sources: list[Source]) -> bool:
+        best = max((s.dense_score for s in sources if s.dense_score is not None), default=None)
+        return best is None or best < self.settings.abstain_threshold
+
+    def ask(
+        self,
+        question: str,
+        k: int | None = None,
+        on_token: Callable[[str], None] | None = None,
+        kind: str = "ask",
+        session: str | None = None,
+        retrieval_query: str | None = None,
+    ) -> Answer:
+        """Answer one question. `retrieval_query` (chat's condensed question) replaces it for retrieval."""
+        started = time.perf_counter()
+        answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
+        if retrieval_query and retrieval_query != question:
+            answer.condensed_question = retrieval_query
+        sources = self.retriever.search(retrieval_query or question, k)
+        answer.sources = [s.as_dict() for s in sources]
+        answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
+
+        if self.should_abstain(sources):
+            answer.abstained = True
+            answer.answer = ABSTAIN_TEXT
+        else:
+            t = time.perf_counter()
+            if on_token is not None and self.generator.mode == "llm":
+                draft = self.generator.answer(question, sources, on_token=on_token)  # type: ignore[call-arg]
+            else:
+                draft = self.generator.answer(question, sources)
+            answer.timings["generate"] = round(time.perf_counter() - t, 4)
+            answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
+            if draft.abstained:
+                answer.abstained = True
+                answer.answer = ABSTAIN_TEXT if not draft.text else draft.text
+            else:
+                t = time.perf_counter()
+                papers = [s.paper for s in sources]
+                scorer = SupportScorer(self.retriever.embedder.embed_cached)
+                checked = verify(draft.text, papers, scorer, self.settings.support_threshold)
+                answer.answer, answer.sentences = checked.text, checked.sentences
+                answer.citations, answer.warnings = checked.citations, checked.warnings
+                answer.references = references(checked.citations, papers)
+                if not checked.citations:
+                    answer.warnings.append("the answer cites no retrieved paper")
+                answer.timings["verify"] = round(time.perf_counter() - t, 4)
+        answer.timings["total"] = round(time.perf_counter() - started, 4)
+        if self.log:
+            from rag_assistant.provenance import record
+
+            record(self.settings.data_dir, answer, kind=kind, session=session)
+        return answer

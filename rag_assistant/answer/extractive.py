@@ -1,0 +1,105 @@
+"""Offline answerer: picks the abstract sentences that best answer the question and cites each one.
+
+Sentence score = 0.65 * cosine(question, sentence) + 0.25 * question-term recall (content words, stemmed
+by prefix) + 0.10 * the paper's retrieval score relative to the best paper, + 0.06 when the sentence states
+the paper's own contribution ("we ...", "our ...", "this paper"): in abstracts those answer questions,
+while the opening background sentences mostly restate them. Sentences are then chosen greedily with
+maximal marginal relevance (lambda 0.75) so that near-duplicates are skipped, at most three per paper,
+and only while they stay within 70% of the best sentence's score. The answer lists them by paper rank,
+in abstract order within a paper. Deterministic: same index and question, same answer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from rag_assistant.answer.models import Draft
+from rag_assistant.index.embedding import MODEL_NAME
+from rag_assistant.retrieve import Source
+from rag_assistant.text import content_words, split_sentences
+
+_MMR_LAMBDA = 0.75
+_RELATIVE_FLOOR = 0.7
+_PER_PAPER = 3
+_CONTRIBUTION = re.compile(r"\b(we|our|this (?:paper|work|study))\b", re.IGNORECASE)
+_MIN_WORDS = 5
+
+
+def _stem(word: str) -> str:
+    return word[:6]  # a crude stem: "offloading"/"offloads" and "compression"/"compressed" meet
+
+
+def term_recall(question_terms: set[str], sentence: str) -> float:
+    if not question_terms:
+        return 0.0
+    words = {_stem(w) for w in content_words(sentence)}
+    return len(question_terms & words) / len(question_terms)
+
+
+def cite(sentence: str, paper_id: str) -> str:
+    """Put the citation before the final punctuation: '... memory [004:17].'"""
+    body = sentence.rstrip()
+    end = body[-1] if body and body[-1] in ".!?" else "."
+    body = body[:-1] if body and body[-1] in ".!?" else body
+    return f"{body} [{paper_id}]{end}"
+
+
+class ExtractiveGenerator:
+    mode = "extractive"
+
+    def __init__(self, embed: Callable[[list[str]], np.ndarray], max_sentences: int = 4) -> None:
+        self.embed = embed
+        self.max_sentences = max_sentences
+        self.model = f"extractive ({MODEL_NAME} sentence ranking)"
+
+    def answer(self, question: str, sources: Sequence[Source]) -> Draft:
+        candidates: list[tuple[int, int, str, str]] = []  # (paper rank, position, paper id, sentence)
+        for rank, source in enumerate(sources):
+            for pos, sentence in enumerate(split_sentences(source.paper.text)):
+                if len(sentence.split()) >= _MIN_WORDS:
+                    candidates.append((rank, pos, source.paper_id, sentence))
+        if not candidates:
+            return Draft("", self.model, abstained=True)
+
+        vectors = self.embed([question] + [c[3] for c in candidates])
+        q_vec, s_vecs = vectors[0], vectors[1:]
+        terms = {_stem(w) for w in content_words(question)}
+        top_score = max(s.score for s in sources) or 1.0
+        relevance = np.array(
+            [
+                0.65 * float(s_vecs[i] @ q_vec)
+                + 0.25 * term_recall(terms, c[3])
+                + 0.10 * (sources[c[0]].score / top_score)
+                + (0.06 if _CONTRIBUTION.search(c[3]) else 0.0)
+                for i, c in enumerate(candidates)
+            ]
+        )
+        chosen: list[int] = []
+        per_paper: dict[str, int] = {}
+        best = float(relevance.max())
+        while len(chosen) < self.max_sentences:
+            mmr = relevance.copy()
+            if chosen:
+                redundancy = (s_vecs @ s_vecs[chosen].T).max(axis=1)
+                mmr = _MMR_LAMBDA * relevance - (1 - _MMR_LAMBDA) * redundancy
+            order = np.argsort(-mmr, kind="stable")
+            pick = next(
+                (
+                    int(i)
+                    for i in order
+                    if int(i) not in chosen
+                    and per_paper.get(candidates[i][2], 0) < _PER_PAPER
+                    and relevance[i] >= _RELATIVE_FLOOR * best
+                    and (not chosen or float((s_vecs[chosen] @ s_vecs[i]).max()) < 0.9)
+                ),
+                None,
+            )
+            if pick is None:
+                break
+            chosen.append(pick)
+            per_paper[candidates[pick][2]] = per_paper.get(candidates[pick][2], 0) + 1
+        chosen.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
+        text = " ".join(cite(candidates[i][3], candidates[i][2]) for i in chosen)
+        return Draft(text, self.model)

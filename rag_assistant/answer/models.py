@@ -1,0 +1,63 @@
+"""The Answer record: what ask --json prints, chat renders, batch writes, eval scores and the log stores."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class SentenceCheck:
+    """One answer sentence after verification."""
+
+    text: str
+    citations: list[str] = field(default_factory=list)  # valid (retrieved) ids only
+    support: dict[str, float] = field(default_factory=dict)  # cited id -> support score 0..1
+    flags: list[str] = field(default_factory=list)  # "uncited", "weak_support", "invalid_citation_removed"
+
+
+@dataclass
+class Reference:
+    paper_id: str
+    source: str
+    position: int
+    title: str | None
+    snippet: str
+
+
+@dataclass
+class Answer:
+    question: str
+    answer: str = ""
+    citations: list[str] = field(default_factory=list)  # distinct valid cited ids, first-cited first
+    references: list[Reference] = field(default_factory=list)
+    sentences: list[SentenceCheck] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)  # retrieved papers with scores, best first
+    mode: str = "extractive"  # extractive | llm
+    model: str = ""
+    prompt_version: str | None = None
+    abstained: bool = False
+    warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    usage: dict[str, int] = field(default_factory=dict)  # LLM tokens when the server reports them
+    condensed_question: str | None = None  # chat: the standalone question actually retrieved for
+    error: str | None = None  # batch/eval: set when the chain failed for this question
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def support_score(self) -> float | None:
+        scores = [max(s.support.values()) for s in self.sentences if s.support]
+        return sum(scores) / len(scores) if scores else None
+
+
+@dataclass
+class Draft:
+    """What a generator returns before verification."""
+
+    text: str
+    model: str
+    prompt_version: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    abstained: bool = False

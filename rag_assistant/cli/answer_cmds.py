@@ -1,0 +1,96 @@
+"""ask and log: one cited answer, and the provenance log of past answers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rag_assistant.cli.common import err, out, print_json, settings_from
+
+ModeOpt = Annotated[
+    str | None,
+    typer.Option("--mode", help="auto (llm when configured, else extractive), extractive or llm.", show_default=False),
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--llm-model", help="Model name. Env: RAG_ASSISTANT_LLM_MODEL.", show_default=False)
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--llm-base-url", help="OpenAI-compatible base URL. Env: OPENAI_BASE_URL.", show_default=False),
+]
+TopKOpt = Annotated[int | None, typer.Option("-k", "--top-k", help="Papers retrieved.", min=1, max=50)]
+
+
+def ask(
+    ctx: typer.Context,
+    question: Annotated[str, typer.Argument(help="The question.")],
+    k: TopKOpt = None,
+    mode: ModeOpt = None,
+    llm_model: ModelOpt = None,
+    llm_base_url: BaseUrlOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the Answer record as JSON.")] = False,
+    sources: Annotated[bool, typer.Option("--sources", help="Also list every retrieved paper.")] = False,
+) -> None:
+    """Answer a question with inline [paper_id] citations, each checked against the retrieved papers."""
+    from rag_assistant.answer.chain import AnswerChain
+    from rag_assistant.cli.render import render_answer
+
+    settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+    chain = AnswerChain(settings)
+    stream = not as_json and chain.mode == "llm" and out().is_terminal
+    if stream:
+        from rich.live import Live
+        from rich.markdown import Markdown
+
+        text: list[str] = []
+        with Live(console=out(), transient=True, refresh_per_second=12) as live:
+
+            def on_token(delta: str) -> None:
+                text.append(delta)
+                live.update(Markdown("".join(text)))
+
+            answer = chain.ask(question, on_token=on_token)
+    else:
+        answer = chain.ask(question)
+    if as_json:
+        print_json(answer.as_dict())
+    else:
+        render_answer(out(), answer, show_sources=sources)
+
+
+def log(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option("-n", "--limit", help="Entries to show, newest first.", min=1)] = 20,
+    session: Annotated[str | None, typer.Option(help="Only this chat session.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only ask, chat, batch or eval entries.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Recent answers from the provenance log (question, citations, mode, timings)."""
+    from datetime import datetime
+
+    from rich.markup import escape
+
+    from rag_assistant.provenance import log_path, recent
+
+    settings = settings_from(ctx)
+    rows = recent(settings.data_dir, limit, session, kind)
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        err().print(f"No answers logged yet in {log_path(settings.data_dir)}.")
+        return
+    for row in rows:
+        when = datetime.fromtimestamp(row["ts"]).strftime("%Y-%m-%d %H:%M:%S")
+        cites = " ".join(f"[{c}]" for c in row["citations"]) or ("(abstained)" if row["abstained"] else "(none)")
+        sess = f" session {row['session']}" if row["session"] else ""
+        out().print(f"[bold]#{row['id']}[/] {when} {row['kind']}{sess} · {row['mode']} · {escape(row['model'] or '')}")
+        out().print(f"  Q: {escape(row['question'])}")
+        out().print(f"  A: {escape(row['answer'][:200])}{'...' if len(row['answer']) > 200 else ''}")
+        out().print(f"  cited: {escape(cites)} · {row['timings'].get('total', 0):.2f}s")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(ask)
+    app.command()(log)

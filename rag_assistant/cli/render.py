@@ -1,0 +1,48 @@
+"""Terminal rendering of an Answer (ask and chat share it)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.markup import escape
+
+from rag_assistant.answer.models import Answer
+
+
+def mode_line(answer: Answer) -> str:
+    if answer.mode == "llm":
+        return f"mode: llm · model: {answer.model}"
+    return "mode: extractive (offline, sentences quoted from the abstracts)"
+
+
+def render_answer(console: Console, answer: Answer, show_sources: bool = False) -> None:
+    if answer.condensed_question:
+        console.print(f"[dim]searched for: {escape(answer.condensed_question)}[/]")
+    console.print(Markdown(answer.answer))
+    flagged = [s for s in answer.sentences if s.flags]
+    if flagged:
+        console.print(f"[yellow]{len(flagged)} sentence(s) flagged by the citation check (see warnings)[/]")
+    if answer.references:
+        console.print("\n[bold]References[/]")
+        for ref in answer.references:
+            where = f"{ref.source} #{ref.position}"
+            label = f"{ref.title}. " if ref.title else ""
+            console.print(
+                f"  [bold cyan][{escape(ref.paper_id)}][/] [dim]{escape(where)}[/] {escape(label + ref.snippet)}"
+            )
+    if show_sources or answer.abstained:
+        render_sources(console, answer, heading="Closest papers" if answer.abstained else "Sources")
+    for warning in answer.warnings:
+        console.print(f"[yellow]warning:[/] {escape(warning)}")
+    console.print(f"[dim]{escape(mode_line(answer))} · {answer.timings.get('total', 0):.1f}s[/]")
+
+
+def render_sources(console: Console, answer: Answer, heading: str = "Sources") -> None:
+    console.print(f"\n[bold]{heading}[/]")
+    for s in answer.sources:
+        dense = f"{s['dense_score']:.3f}" if s.get("dense_score") is not None else "-"
+        snippet = (s.get("title") or s["text"])[:100]
+        console.print(
+            f"  {s['rank']}. [bold][{escape(s['paper_id'])}][/] score {s['score']:.3f} cosine {dense} "
+            f"[dim]{escape(snippet)}...[/]"
+        )
