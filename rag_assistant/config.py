@@ -84,7 +84,9 @@ class Settings(BaseSettings):
         description="How dense and keyword results combine: convex = weighted sum of cosine and max-normalised "
         "BM25; rrf = reciprocal rank fusion.",
     )
-    dense_weight: float = Field(0.7, ge=0, le=1, description="Weight of the dense score in convex fusion.")
+    dense_weight: float = Field(
+        0.6, ge=0, le=1, description="Weight of the dense score in convex fusion (see docs/retrieval.md)."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant: score = sum 1/(rrf_k + rank).")
 
     # -- answering
