@@ -5,13 +5,15 @@ One splitter everywhere, so that a sentence the answerer extracts is the same un
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from functools import lru_cache
 
 # Abbreviations after which a period does not end a sentence.
 _ABBREV = r"(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Figs|Eq|Eqs|Sec|No|resp|approx|Dr|Mr|Ms|Prof|al)"
 _PROTECT = re.compile(rf"\b{_ABBREV}\.", re.IGNORECASE)
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9$\\*])")
 _PLACEHOLDER = "\u2063"  # invisible separator, never in abstracts
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9\-]+")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _WS = re.compile(r"\s+")
 
 STOPWORDS = frozenset(
@@ -40,5 +42,20 @@ def split_sentences(text: str) -> list[str]:
 
 
 def content_words(text: str) -> list[str]:
-    """Lower-cased words minus stop words: the unit of lexical overlap measures."""
+    """Lower-cased words minus stop words (hyphenated words count as their parts)."""
     return [w for w in (m.group(0).lower() for m in _WORD.finditer(text)) if w not in STOPWORDS]
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Callable[[list[str]], list[str]]:
+    try:
+        import Stemmer
+
+        return Stemmer.Stemmer("english").stemWords  # type: ignore[no-any-return]
+    except ImportError:  # pragma: no cover - PyStemmer is a dependency; prefixes are a fallback
+        return lambda words: [w[:6] for w in words]
+
+
+def stems(text: str) -> list[str]:
+    """Snowball-stemmed content words: 'values'/'value' and 'offloads'/'offloading' meet."""
+    return _stemmer()(content_words(text))

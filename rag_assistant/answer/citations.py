@@ -3,7 +3,7 @@ sentences and score how well each cited abstract supports its sentence.
 
 Support score (offline, 0..1) of sentence s against abstract A:
     0.5 * max cosine(s, a) over the sentences a of A   (all-MiniLM-L6-v2, the index's model)
-  + 0.5 * share of s's content words that occur in A    (stop words and citation ids removed)
+  + 0.5 * share of s's content words that occur in A    (Snowball stems; stop words and citations removed)
 A sentence copied from A scores 1.0; a faithful paraphrase ~0.6-0.8; an unrelated claim < 0.35."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from rag_assistant.answer.models import Reference, SentenceCheck
 from rag_assistant.corpus.models import Paper
-from rag_assistant.text import content_words, split_sentences
+from rag_assistant.text import split_sentences, stems
 
 BRACKET = re.compile(r"\[([^\[\]\n]{1,200})\]")
 MATH = re.compile(r"\$[^$]*\$")
@@ -75,7 +75,7 @@ def _rewrite(sentence: str, known: set[str], valid: set[str]) -> tuple[str, list
     for m in BRACKET.finditer(masked):
         if not is_citation(m.group(1), known):
             continue
-        good = [p for p in _pieces(m.group(1)) if p in valid]
+        good = [p for p in _pieces(m.group(1)) if p in valid and p not in kept]  # once per sentence
         dropped += [p for p in _pieces(m.group(1)) if p not in valid]
         kept += good
         pieces.append((m.start(), m.end(), "".join(f"[{g}]" for g in dict.fromkeys(good))))
@@ -95,7 +95,7 @@ class SupportScorer:
     def _paper(self, paper: Paper) -> tuple[np.ndarray, set[str]]:
         if paper.paper_id not in self._cache:
             sentences = split_sentences(paper.text) or [paper.text]
-            words = set(content_words(f"{paper.title or ''} {paper.text}"))
+            words = set(stems(f"{paper.title or ''} {paper.text}"))
             self._cache[paper.paper_id] = (self.embed(sentences), words)
         return self._cache[paper.paper_id]
 
@@ -108,7 +108,7 @@ class SupportScorer:
         for claim, vec, paper in zip(claims, claim_vecs, papers, strict=True):
             sent_vecs, words = self._paper(paper)
             cosine = float(np.max(sent_vecs @ vec)) if len(sent_vecs) else 0.0
-            claim_words = content_words(claim)
+            claim_words = stems(claim)
             coverage = sum(w in words for w in claim_words) / len(claim_words) if claim_words else 0.0
             out.append(round(max(0.0, min(1.0, 0.5 * max(cosine, 0.0) + 0.5 * coverage)), 4))
         return out

@@ -1,7 +1,7 @@
 """Offline answerer: picks the abstract sentences that best answer the question and cites each one.
 
-Sentence score = 0.65 * cosine(question, sentence) + 0.25 * question-term recall (content words, stemmed
-by prefix) + 0.10 * the paper's retrieval score relative to the best paper, + 0.06 when the sentence states
+Sentence score = 0.65 * cosine(question, sentence) + 0.25 * question-term recall (Snowball-stemmed
+content words) + 0.10 * the paper's retrieval score relative to the best paper, + 0.06 when the sentence states
 the paper's own contribution ("we ...", "our ...", "this paper"): in abstracts those answer questions,
 while the opening background sentences mostly restate them. Sentences are then chosen greedily with
 maximal marginal relevance (lambda 0.75) so that near-duplicates are skipped, at most three per paper,
@@ -18,7 +18,7 @@ import numpy as np
 from rag_assistant.answer.models import Draft
 from rag_assistant.index.embedding import MODEL_NAME
 from rag_assistant.retrieve import Source
-from rag_assistant.text import content_words, split_sentences
+from rag_assistant.text import split_sentences, stems
 
 _MMR_LAMBDA = 0.75
 _RELATIVE_FLOOR = 0.7
@@ -27,15 +27,10 @@ _CONTRIBUTION = re.compile(r"\b(we|our|this (?:paper|work|study))\b", re.IGNOREC
 _MIN_WORDS = 5
 
 
-def _stem(word: str) -> str:
-    return word[:6]  # a crude stem: "offloading"/"offloads" and "compression"/"compressed" meet
-
-
 def term_recall(question_terms: set[str], sentence: str) -> float:
     if not question_terms:
         return 0.0
-    words = {_stem(w) for w in content_words(sentence)}
-    return len(question_terms & words) / len(question_terms)
+    return len(question_terms & set(stems(sentence))) / len(question_terms)
 
 
 def cite(sentence: str, paper_id: str) -> str:
@@ -65,7 +60,7 @@ class ExtractiveGenerator:
 
         vectors = self.embed([question] + [c[3] for c in candidates])
         q_vec, s_vecs = vectors[0], vectors[1:]
-        terms = {_stem(w) for w in content_words(question)}
+        terms = set(stems(question))
         top_score = max(s.score for s in sources) or 1.0
         relevance = np.array(
             [
