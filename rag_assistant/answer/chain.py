@@ -59,6 +59,11 @@ class AnswerChain:
         best = max((s.dense_score for s in sources if s.dense_score is not None), default=None)
         return best is None or best < self.settings.abstain_threshold
 
+    def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
+        """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
+        papers = self.retriever.store.papers(paper_ids)
+        return [Source(papers[p], 1.0, rank=i + 1) for i, p in enumerate(x for x in paper_ids if x in papers)]
+
     def ask(
         self,
         question: str,
@@ -67,17 +72,23 @@ class AnswerChain:
         kind: str = "ask",
         session: str | None = None,
         retrieval_query: str | None = None,
+        pinned: list[str] | None = None,
     ) -> Answer:
-        """Answer one question. `retrieval_query` (chat's condensed question) replaces it for retrieval."""
+        """Answer one question. `retrieval_query` (chat's standalone question) is what is retrieved for and
+        answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply)."""
         started = time.perf_counter()
         answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
         if retrieval_query and retrieval_query != question:
             answer.condensed_question = retrieval_query
-        sources = self.retriever.search(retrieval_query or question, k)
+        query = retrieval_query or question
+        sources = self.pinned_sources(pinned) if pinned else []
+        if not sources:
+            sources = self.retriever.search(query, k)
         answer.sources = [s.as_dict() for s in sources]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
+        question = query
 
-        if self.should_abstain(sources):
+        if not (pinned and sources) and self.should_abstain(sources):
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
         else:

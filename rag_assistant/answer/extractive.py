@@ -1,15 +1,17 @@
 """Offline answerer: picks the abstract sentences that best answer the question and cites each one.
 
-Sentence score = 0.65 * cosine(question, sentence) + 0.25 * question-term recall (Snowball-stemmed
-content words) + 0.10 * the paper's retrieval score relative to the best paper, + 0.06 when the sentence states
-the paper's own contribution ("we ...", "our ...", "this paper"): in abstracts those answer questions,
-while the opening background sentences mostly restate them. Sentences are then chosen greedily with
-maximal marginal relevance (lambda 0.75) so that near-duplicates are skipped, at most three per paper,
-and only while they stay within 70% of the best sentence's score. The answer lists them by paper rank,
-in abstract order within a paper. Deterministic: same index and question, same answer."""
+Sentence score = 0.65 * cosine(question, sentence)
+               + 0.25 * question-term recall (Snowball stems, weighted by IDF among the candidate sentences)
+               + 0.10 * the paper's retrieval score relative to the best paper
+               + 0.06 when the sentence states the paper's own contribution ("we ...", "our ...", "this paper"):
+                 in abstracts those answer questions, while opening background sentences mostly restate them.
+Sentences are then chosen greedily with maximal marginal relevance (lambda 0.75) so that near-duplicates are
+skipped, at most three per paper, and only while they stay within 70% of the best sentence's score. The answer
+lists them by paper rank, in abstract order within a paper. Deterministic: same index and question, same answer."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 
@@ -27,10 +29,21 @@ _CONTRIBUTION = re.compile(r"\b(we|our|this (?:paper|work|study))\b", re.IGNOREC
 _MIN_WORDS = 5
 
 
-def term_recall(question_terms: set[str], sentence: str) -> float:
-    if not question_terms:
-        return 0.0
-    return len(question_terms & set(stems(sentence))) / len(question_terms)
+def term_recall(question_terms: set[str], sentence_terms: set[str], idf: dict[str, float]) -> float:
+    """IDF-weighted share of the question's terms that the sentence contains."""
+    unseen = max(idf.values(), default=1.0)  # a term no candidate has is as rare as they come
+    total = sum(idf.get(t, unseen) for t in question_terms)
+    return sum(idf.get(t, unseen) for t in question_terms & sentence_terms) / total if total else 0.0
+
+
+def local_idf(sentence_terms: list[set[str]]) -> dict[str, float]:
+    """IDF over the candidate sentences: words every abstract uses ('model', 'language') weigh little."""
+    n = len(sentence_terms)
+    df: dict[str, int] = {}
+    for terms in sentence_terms:
+        for t in terms:
+            df[t] = df.get(t, 0) + 1
+    return {t: math.log(1 + n / d) for t, d in df.items()}
 
 
 def cite(sentence: str, paper_id: str) -> str:
@@ -61,11 +74,13 @@ class ExtractiveGenerator:
         vectors = self.embed([question] + [c[3] for c in candidates])
         q_vec, s_vecs = vectors[0], vectors[1:]
         terms = set(stems(question))
+        sentence_terms = [set(stems(c[3])) for c in candidates]
+        idf = local_idf(sentence_terms)
         top_score = max(s.score for s in sources) or 1.0
         relevance = np.array(
             [
                 0.65 * float(s_vecs[i] @ q_vec)
-                + 0.25 * term_recall(terms, c[3])
+                + 0.25 * term_recall(terms, sentence_terms[i], idf)
                 + 0.10 * (sources[c[0]].score / top_score)
                 + (0.06 if _CONTRIBUTION.search(c[3]) else 0.0)
                 for i, c in enumerate(candidates)

@@ -49,10 +49,14 @@ def _global(
 
 
 def _register() -> None:
-    from rag_assistant.cli import answer_cmds, index_cmds
+    from rag_assistant.cli import answer_cmds, eval_cmds, index_cmds
 
     index_cmds.register(app)
     answer_cmds.register(app)
+    eval_cmds.register(app)
+    from rag_assistant.cli import chat_cmds
+
+    chat_cmds.register(app)
 
 
 _register()

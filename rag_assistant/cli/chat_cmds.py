@@ -1,0 +1,204 @@
+"""chat: a REPL over the answer chain with follow-ups, slash commands and streaming in llm mode."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
+from rag_assistant.cli.common import err, out, settings_from
+
+if TYPE_CHECKING:
+    from rag_assistant.chat import ChatSession
+    from rag_assistant.config import Settings
+
+HELP = """Ask a question, or a follow-up ("what baseline does the second one use?", "tell me more about [004:17]").
+  /sources        the last answer's retrieved papers with scores
+  /papers         papers seen in this conversation
+  /show ID        a paper's full abstract
+  /mode [MODE]    show or switch the answer mode: extractive, llm or auto
+  /save FILE      write the conversation as Markdown with references
+  /reset          forget the conversation
+  /help           this help
+  /quit           leave (or Ctrl-D); Ctrl-C cancels an answer in progress"""
+
+
+def chat(
+    ctx: typer.Context,
+    k: TopKOpt = None,
+    mode: ModeOpt = None,
+    llm_model: ModelOpt = None,
+    llm_base_url: BaseUrlOpt = None,
+) -> None:
+    """Chat with the corpus in the terminal: cited answers, follow-up questions, slash commands."""
+    from rag_assistant.answer.chain import AnswerChain
+    from rag_assistant.chat import ChatSession
+
+    settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+    session = ChatSession(AnswerChain(settings))
+    read = _reader(settings.data_dir)
+    out().print(f"rag-assistant chat · {_mode(session)} · session {session.id} · /help for commands")
+    while True:
+        try:
+            line = read().strip()
+        except KeyboardInterrupt:
+            continue
+        except EOFError:
+            break
+        if not line:
+            continue
+        if line.startswith("/"):
+            if _command(line, session, settings) == "quit":
+                break
+            continue
+        _answer(session, line)
+    out().print("bye")
+
+
+def _mode(session: ChatSession) -> str:
+    return f"mode: {session.chain.mode}" + (
+        f" ({session.chain.generator.model})" if session.chain.mode == "llm" else ""
+    )
+
+
+def _answer(session: ChatSession, question: str) -> None:
+    from rag_assistant.cli.render import render_answer
+    from rag_assistant.errors import RagAssistantError
+
+    try:
+        if session.chain.mode == "llm" and out().is_terminal:
+            from rich.live import Live
+            from rich.markdown import Markdown
+
+            parts: list[str] = []
+            with Live(console=out(), transient=True, refresh_per_second=12) as live:
+
+                def on_token(delta: str) -> None:
+                    parts.append(delta)
+                    live.update(Markdown("".join(parts)))
+
+                answer = session.ask(question, on_token=on_token)
+        else:
+            with out().status("thinking...", spinner="dots"):
+                answer = session.ask(question)
+    except KeyboardInterrupt:
+        err().print("[yellow]cancelled[/]")
+        return
+    except RagAssistantError as exc:  # the conversation survives a failed answer
+        from rag_assistant.cli.common import report_error
+
+        report_error(exc)
+        return
+    render_answer(out(), answer)
+
+
+def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
+    from rich.markup import escape
+
+    from rag_assistant.cli.render import render_sources
+
+    name, _, arg = line.partition(" ")
+    arg = arg.strip()
+    if name in ("/quit", "/exit", "/q"):
+        return "quit"
+    if name == "/help":
+        out().print(escape(HELP))
+    elif name == "/sources":
+        if session.last is None:
+            out().print("No answer yet.")
+        else:
+            render_sources(out(), session.last)
+    elif name == "/papers":
+        if not session.papers:
+            out().print("No papers yet.")
+        cited = {c for t in session.turns for c in t.answer.citations}
+        for pid, paper in session.papers.items():
+            mark = "cited" if pid in cited else "retrieved"
+            out().print(
+                f"  [bold][{escape(pid)}][/] [dim]{mark} · {escape(paper.source)} #{paper.position}[/] "
+                f"{escape(paper.label)}"
+            )
+    elif name == "/show":
+        _show(session, arg.strip("[]"))
+    elif name == "/reset":
+        session.reset()
+        out().print(f"Conversation cleared (new session {session.id}).")
+    elif name == "/save":
+        if not arg:
+            out().print("usage: /save FILE")
+        else:
+            path = Path(arg).expanduser()
+            try:
+                path.write_text(session.to_markdown(), encoding="utf-8")
+                out().print(f"Saved {len(session.turns)} turn(s) to {escape(str(path))}")
+            except OSError as exc:
+                err().print(f"[red]error:[/] cannot write {escape(str(path))}: {escape(exc.strerror or str(exc))}")
+    elif name == "/mode":
+        _switch_mode(session, settings, arg)
+    else:
+        out().print(f"Unknown command {escape(name)}; /help lists them.")
+    return None
+
+
+def _show(session: ChatSession, paper_id: str) -> None:
+    from rich.markup import escape
+
+    if not paper_id:
+        out().print("usage: /show ID")
+        return
+    paper = session.papers.get(paper_id) or session.chain.retriever.store.papers([paper_id]).get(paper_id)
+    if paper is None:
+        out().print(f"No paper {escape(paper_id)} in the index.")
+        return
+    session.papers.setdefault(paper.paper_id, paper)
+    out().print(f"[bold][{escape(paper.paper_id)}][/] [dim]{escape(paper.source)} #{paper.position}[/]")
+    if paper.title:
+        out().print(f"[bold]{escape(paper.title)}[/]")
+    out().print(escape(paper.text))
+
+
+def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
+    from rag_assistant.answer.chain import make_generator
+    from rag_assistant.errors import RagAssistantError
+
+    if not arg:
+        out().print(_mode(session))
+        return
+    if arg not in ("auto", "extractive", "llm"):
+        out().print("usage: /mode auto|extractive|llm")
+        return
+    new = settings.model_copy(update={"mode": arg})
+    try:
+        session.chain.generator = make_generator(new, session.chain.retriever)
+    except RagAssistantError as exc:
+        from rag_assistant.cli.common import report_error
+
+        report_error(exc)
+        return
+    session.chain.settings = new
+    out().print(_mode(session))
+
+
+def _reader(data_dir: Path):  # noqa: ANN202 - Callable[[], str]
+    """prompt-toolkit with history and line editing on a terminal; plain input() otherwise."""
+    import sys
+
+    if not sys.stdin.isatty():
+        return lambda: _plain_input()
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    prompt = PromptSession(history=FileHistory(str(data_dir / "chat_history")))
+    return lambda: prompt.prompt("you> ")
+
+
+def _plain_input() -> str:
+    line = input("you> ")
+    return line
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(chat)
