@@ -11,6 +11,7 @@ from rag_assistant.answer.models import Answer, Draft
 from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError
 from rag_assistant.retrieve import Retriever, Source
+from rag_assistant.text import stems
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 
@@ -55,9 +56,18 @@ class AnswerChain:
     def mode(self) -> str:
         return self.generator.mode
 
-    def should_abstain(self, sources: list[Source]) -> bool:
-        best = max((s.dense_score for s in sources if s.dense_score is not None), default=None)
-        return best is None or best < self.settings.abstain_threshold
+    @staticmethod
+    def relevance(question: str, sources: list[Source]) -> float:
+        """How well the best retrieved papers match the question, 0..1:
+        0.5 x best chunk cosine + 0.5 x the largest share of the question's (stemmed) content words that one
+        of the top three abstracts contains. Cosine alone cannot tell a paraphrase of an abstract from a
+        near-topic question the corpus does not cover; missing key terms can."""
+        if not sources:
+            return 0.0
+        dense = max((s.dense_score for s in sources if s.dense_score is not None), default=0.0)
+        terms = set(stems(question))
+        coverage = max(len(terms & set(stems(s.paper.text))) / len(terms) for s in sources[:3]) if terms else 0.0
+        return round(0.5 * max(dense, 0.0) + 0.5 * coverage, 4)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
         """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
@@ -88,7 +98,8 @@ class AnswerChain:
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
         question = query
 
-        if not (pinned and sources) and self.should_abstain(sources):
+        answer.relevance = self.relevance(query, sources)
+        if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
         else:

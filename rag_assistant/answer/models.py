@@ -37,6 +37,7 @@ class Answer:
     model: str = ""
     prompt_version: str | None = None
     abstained: bool = False
+    relevance: float | None = None  # retrieval relevance that abstention is decided on (see AnswerChain)
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     usage: dict[str, int] = field(default_factory=dict)  # LLM tokens when the server reports them
