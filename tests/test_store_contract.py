@@ -53,9 +53,8 @@ def test_store_contract(store: VectorStore) -> None:
 
     papers = store.papers(["b:0", "a:0"])
     assert papers["a:0"] == a and papers["b:0"].title == "Beta"
-    assert store.chunks_from_sources(["a.txt"]) == {"a:0": ["a:0#0", "a:0#1"]} or sorted(
-        store.chunks_from_sources(["a.txt"])["a:0"]
-    ) == ["a:0#0", "a:0#1"]
+    by_source = store.source_states(["a.txt"])
+    assert list(by_source) == ["a:0"] and sorted(by_source["a:0"].chunk_ids) == ["a:0#0", "a:0#1"]
     assert store.sources() == {"a.txt": 1, "b.txt": 1}
     assert sorted(store.iter_chunks()) == [("a:0#0", "alpha one"), ("a:0#1", "alpha two"), ("b:0#0", "beta one")]
 

@@ -77,7 +77,12 @@ def ingest_papers(
     info = check_model(store, settings)
     report = IngestReport(papers=len(papers))
     by_id = {p.paper_id: p for p in papers}
-    states = store.paper_states(list(by_id))
+    # One query per source file finds almost every paper on a re-ingest; only the rest is looked up by id.
+    from_sources = store.source_states(sorted({p.source for p in papers}))
+    states = {pid: st for pid, st in from_sources.items() if pid in by_id}
+    missing = [pid for pid in by_id if pid not in states]
+    if missing:
+        states.update(store.paper_states(missing))
 
     conflicts = [
         f"{p.source}: paper {p.position}: id '{p.paper_id}' is already in the index from {states[p.paper_id].source}"
@@ -103,11 +108,7 @@ def ingest_papers(
         else:
             report.unchanged += 1
 
-    stale_papers = {
-        pid: cids
-        for pid, cids in store.chunks_from_sources(sorted({p.source for p in papers})).items()
-        if pid not in by_id
-    }
+    stale_papers = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
     if not todo and not stale_papers:
         index = KeywordIndex(keyword_dir(settings))
         if index.revision != str(info.get("revision", "")):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,7 +56,7 @@ class VectorStore(Protocol):
 
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]: ...
 
-    def chunks_from_sources(self, sources: Sequence[str]) -> dict[str, list[str]]: ...
+    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]: ...
 
     def iter_chunks(self) -> Iterator[tuple[str, str]]: ...
 
@@ -177,21 +177,7 @@ class ChromaStore:
             yield from zip(res["ids"], res["metadatas"] or [], strict=False)
 
     def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]:
-        found: dict[str, list[tuple[str, dict]]] = {}
-        for cid, meta in self._get_where(paper_ids, ["metadatas"]):
-            found.setdefault(str(meta["paper_id"]), []).append((cid, meta))
-        states = {}
-        for pid, rows in found.items():
-            hashes = {m["paper_hash"] for _, m in rows}
-            first = rows[0][1]
-            complete = len(hashes) == 1 and len(rows) == int(first["n_chunks"])
-            states[pid] = PaperState(
-                content_hash=str(first["paper_hash"]) if len(hashes) == 1 else "",
-                source=str(first.get("source", "")),
-                chunk_ids=tuple(cid for cid, _ in rows),
-                complete=complete,
-            )
-        return states
+        return _states(self._get_where(paper_ids, ["metadatas"]))
 
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
         ids = [f"{pid}#0" for pid in dict.fromkeys(paper_ids)]
@@ -204,14 +190,13 @@ class ChromaStore:
             out[paper.paper_id] = paper
         return out
 
-    def chunks_from_sources(self, sources: Sequence[str]) -> dict[str, list[str]]:
-        """paper_id -> chunk ids of every stored paper that came from one of these file names."""
-        out: dict[str, list[str]] = {}
+    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]:
+        """The state of every stored paper that came from one of these file names (one query per file)."""
+        rows: list[tuple[str, dict]] = []
         for source in dict.fromkeys(sources):
             res = self.collection.get(where={"source": source}, include=["metadatas"])
-            for cid, meta in zip(res["ids"], res["metadatas"] or [], strict=False):
-                out.setdefault(str(meta["paper_id"]), []).append(cid)
-        return out
+            rows.extend(zip(res["ids"], res["metadatas"] or [], strict=False))
+        return _states(rows)
 
     def iter_chunks(self) -> Iterator[tuple[str, str]]:
         """Every (chunk_id, text), paged, in a stable order: what the keyword index is built from."""
@@ -244,6 +229,24 @@ class ChromaStore:
 
     def set_info(self, info: dict[str, Any]) -> None:
         self.collection.modify(metadata=info)
+
+
+def _states(rows: Iterable[tuple[str, Any]]) -> dict[str, PaperState]:
+    """Group (chunk id, metadata) rows by paper; complete = one hash and all n_chunks chunks present."""
+    found: dict[str, list[tuple[str, Any]]] = {}
+    for cid, meta in rows:
+        found.setdefault(str(meta["paper_id"]), []).append((cid, meta))
+    states = {}
+    for pid, group in found.items():
+        hashes = {m["paper_hash"] for _, m in group}
+        first = group[0][1]
+        states[pid] = PaperState(
+            content_hash=str(first["paper_hash"]) if len(hashes) == 1 else "",
+            source=str(first.get("source", "")),
+            chunk_ids=tuple(cid for cid, _ in group),
+            complete=len(hashes) == 1 and len(group) == int(first["n_chunks"]),
+        )
+    return states
 
 
 def open_store(settings: Any) -> ChromaStore:
