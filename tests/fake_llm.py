@@ -2,6 +2,8 @@
 
 ``with FakeLLMServer() as srv: srv.script(reply("hi"), status(429), delay(2.0), drop())`` -- each POST
 consumes one step (FIFO); with the queue empty the ``default`` (str or ``(request_json) -> str``) answers.
+A callable default may also return a Step (e.g. ``status(500)``) to script failures by request content, which
+stays deterministic when requests arrive concurrently (the FIFO does not).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class Drop:
 
 
 Step = Reply | ReplyFn | Status | Delay | Garbage | Empty | Drop
+DefaultResponder = Callable[[dict[str, Any]], "str | Step"]  # a default may also answer with a Step
 # Lower-case helper aliases: reply("hi"), status(429), delay(2, then=reply("x")), drop(), ...
 reply, reply_fn, status, delay, garbage, empty, drop = Reply, ReplyFn, Status, Delay, Garbage, Empty, Drop
 
@@ -199,7 +202,13 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(step, ReplyFn):
             self._complete(req, step.fn(req), chat)
         else:
-            self._complete(req, owner.default(req) if callable(owner.default) else owner.default, chat)
+            result = owner.default(req) if callable(owner.default) else owner.default
+            if isinstance(result, str):
+                self._complete(req, result, chat)
+            elif isinstance(result, Delay) and result.then is None:  # would ask this default again, forever
+                raise ValueError("a Delay returned by the default responder needs `then`")
+            else:
+                self._answer(result, req, chat)
 
     def _complete(self, req: dict[str, Any], text: str, chat: bool, chunks: int = 4, no_choices: bool = False) -> None:
         model = str(req.get("model") or self.server.owner.models[0])
@@ -257,7 +266,9 @@ class _Server(ThreadingHTTPServer):
 class FakeLLMServer:
     """Scripted OpenAI-compatible server on 127.0.0.1:<free port>."""
 
-    def __init__(self, default: str | Responder = "I don't know.", models: Iterable[str] = ("fake-model",)) -> None:
+    def __init__(
+        self, default: str | DefaultResponder = "I don't know.", models: Iterable[str] = ("fake-model",)
+    ) -> None:
         self.default = default
         self.models: list[str] = list(models) or ["fake-model"]
         self._queue: deque[Step] = deque()

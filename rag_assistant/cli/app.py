@@ -57,6 +57,9 @@ def _register() -> None:
     from rag_assistant.cli import chat_cmds
 
     chat_cmds.register(app)
+    from rag_assistant.cli import batch_cmds
+
+    batch_cmds.register(app)
 
 
 _register()

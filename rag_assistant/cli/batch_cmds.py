@@ -1,0 +1,125 @@
+"""batch: answer a file of questions into a .jsonl, .csv or .md file; rerunning resumes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
+from rag_assistant.cli.common import err, out, print_json, settings_from
+
+if TYPE_CHECKING:
+    from rag_assistant.batch import RowDone
+
+
+def batch(
+    ctx: typer.Context,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Questions: .txt (one per line, # comments), .jsonl (a `question` field) or .csv (a `question` "
+            "column). Other fields are kept; an `id` field names the row, else its line number.",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Answers: .jsonl (full records), .csv (flat) or .md (a report).")
+    ],
+    concurrency: Annotated[
+        int, typer.Option("-c", "--concurrency", help="Questions in flight at once (llm mode only).", min=1, max=64)
+    ] = 1,
+    k: TopKOpt = None,
+    mode: ModeOpt = None,
+    llm_model: ModelOpt = None,
+    llm_base_url: BaseUrlOpt = None,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Discard an earlier (partial) output and answer every question again.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Answer every question of FILE into OUTPUT. Rerun the same command to resume after an interruption:
+    questions already answered are skipped, failed ones retried. Exit 1 when some question failed."""
+    from rag_assistant.batch import run_batch
+
+    settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+    if concurrency > 1 and settings.resolved_mode() != "llm":
+        err().print("note: --concurrency is ignored in extractive mode (answering is CPU-bound); using 1")
+        concurrency = 1
+    with _Progress() as progress:
+        summary = run_batch(
+            file,
+            output,
+            settings,
+            concurrency=concurrency,
+            fresh=fresh,
+            progress=progress.update,
+            on_start=progress.start,
+        )
+    if as_json:
+        print_json(summary.as_dict())
+    else:
+        from rich.markup import escape
+
+        out().print(f"[bold]Batch done[/] -> {escape(summary.output)}")
+        for line in summary.lines():
+            out().print(f"  {escape(line)}")
+        if summary.failed:
+            shown = ", ".join(summary.failed_ids[:10]) + (" ..." if len(summary.failed_ids) > 10 else "")
+            out().print(
+                f"[red]{summary.failed} question(s) failed[/] (ids {escape(shown)}): see their `error`; "
+                "rerun the same command to retry them"
+            )
+        if summary.journal:
+            out().print(f"  journal kept for the retry: {escape(summary.journal)}")
+    if summary.exit_code:
+        raise typer.Exit(summary.exit_code)
+
+
+class _Progress:
+    """A rich bar on stderr (done, failed, ETA); one plain line per question when stderr is not a terminal."""
+
+    def __enter__(self) -> _Progress:
+        self.live = err().is_terminal
+        self.bar: Any = None
+        if self.live:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn("answering"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("[red]{task.fields[failed]} failed[/]"),
+                TimeRemainingColumn(),
+                console=err(),
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("batch", total=None, failed=0)
+        return self
+
+    def start(self, todo: int, done: int) -> None:
+        if done:
+            err().print(f"resuming: {done} question(s) already done, {todo} to answer")
+        if self.bar is not None:
+            self.bar.update(self.task, total=todo)
+
+    def update(self, event: RowDone) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=event.done, total=event.total, failed=event.failed)
+            return
+        from rich.markup import escape
+
+        line = f"[{event.done}/{event.total}] {event.row_id} {event.status} {event.seconds:.2f}s"
+        if event.error:
+            line += f": {event.error}"
+        err().print(escape(line), highlight=False)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(batch)
