@@ -49,17 +49,10 @@ def _global(
 
 
 def _register() -> None:
-    from rag_assistant.cli import answer_cmds, eval_cmds, index_cmds
+    from rag_assistant.cli import answer_cmds, batch_cmds, chat_cmds, eval_cmds, index_cmds
 
-    index_cmds.register(app)
-    answer_cmds.register(app)
-    eval_cmds.register(app)
-    from rag_assistant.cli import chat_cmds
-
-    chat_cmds.register(app)
-    from rag_assistant.cli import batch_cmds
-
-    batch_cmds.register(app)
+    for module in (index_cmds, answer_cmds, chat_cmds, batch_cmds, eval_cmds):
+        module.register(app)
 
 
 _register()

@@ -68,8 +68,8 @@ def retrieval_metrics(
     qrels = Qrels({q: dict.fromkeys(gold[q], 1) for q in scored})
     run = Run({q: {pid: float(depth - i) for i, pid in enumerate(list(rankings[q])[:depth])} for q in scored})
     ranx_names = [n if n != "mrr" else f"mrr@{depth}" for n in names]
-    values = evaluate(qrels, run, ranx_names, return_mean=False, make_comparable=True)
-    order = list(run.get_query_ids())
+    values = evaluate(qrels, run, ranx_names, return_mean=False)
+    order = sorted(scored)  # ranx sorts queries by id before scoring
     for name, ranx_name in zip(names, ranx_names, strict=True):
         for q, value in zip(order, values[ranx_name], strict=True):
             out[q][name] = round(float(value), 6)
@@ -91,7 +91,9 @@ def cited_sentence_share(sentences: Sequence[Judged]) -> float | None:
     return sum(bool(s.citations) for s in sentences) / len(sentences) if sentences else None
 
 
-def citation_prf(cited: Sequence[str], gold: Sequence[str], duplicates: Mapping[str, Sequence[str]] | None = None) -> Metrics:
+def citation_prf(
+    cited: Sequence[str], gold: Sequence[str], duplicates: Mapping[str, Sequence[str]] | None = None
+) -> Metrics:
     """Precision, recall and F1 of the distinct cited papers against the gold papers. No gold papers: all
     None (the question is scored by abstention). No citations: all 0."""
     names = ("citation_precision", "citation_recall", "citation_f1")

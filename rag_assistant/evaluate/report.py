@@ -1,0 +1,108 @@
+"""Run outputs: results.jsonl (one scored question per line), summary.json (overall and per-tag means)
+and report.html (self-contained, see html_report.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rag_assistant import __version__
+from rag_assistant.evaluate import metrics as m
+from rag_assistant.evaluate.runner import EvalRun
+
+# Lower is better for these; higher for every other metric.
+LOWER_IS_BETTER = ("false_abstention_rate", "latency", "tokens")
+
+
+def main_metrics(k: int) -> list[str]:
+    """The metrics shown in tables, in order."""
+    return [
+        f"recall@{k}",
+        f"precision@{k}",
+        "mrr",
+        "ndcg@10",
+        "citation_validity",
+        "citation_precision",
+        "citation_recall",
+        "citation_f1",
+        "cited_sentence_share",
+        "support_recall",
+        "support_precision",
+        "abstention_accuracy",
+        "false_abstention_rate",
+        "latency_p50",
+        "latency_p95",
+        "tokens",
+    ]
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric.startswith(LOWER_IS_BETTER)
+
+
+def _group(results: list[dict[str, Any]]) -> tuple[m.Metrics, dict[str, int]]:
+    overall, counts = m.aggregate([r["metrics"] for r in results])
+    latency = [r["metrics"].get("latency_s") for r in results]
+    for q in (50, 95):
+        value = m.percentile(latency, q)
+        overall[f"latency_p{q}"] = None if value is None else round(value, 4)
+        counts[f"latency_p{q}"] = counts.get("latency_s", 0)
+    return overall, counts
+
+
+def summarize(run: EvalRun, dataset: Path) -> dict[str, Any]:
+    results = run.results
+    k, depth = run.info["k"], run.info["depth"]
+    overall, n = _group(results)
+    order = main_metrics(k)
+    overall = {**{x: overall[x] for x in order if x in overall}, **{x: v for x, v in overall.items() if x not in order}}
+    tags = sorted({t for r in results for t in r["tags"]})
+    by_tag = {}
+    for tag in tags:
+        tagged = [r for r in results if tag in r["tags"]]
+        means, _ = _group(tagged)
+        by_tag[tag] = {"n": len(tagged), "metrics": {x: means.get(x) for x in order if x in means}}
+    usage = [r["usage"] for r in results if r["usage"]]
+    tokens = {key: sum(u.get(key, 0) for u in usage) for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
+    return {
+        "dataset": str(dataset),
+        "version": __version__,
+        "run": run.info,
+        "counts": {
+            "questions": len(results),
+            "answerable": sum(r["answerable"] for r in results),
+            "unanswerable": sum(not r["answerable"] for r in results),
+            "abstained": sum(bool(r["abstained"]) for r in results),
+            "errors": sum(r["error"] is not None for r in results),
+            "judge_errors": sum(r["judge_error"] is not None for r in results),
+        },
+        "overall": overall,
+        "n": n,
+        "recall_curve": {str(i): overall.get(f"recall@{i}") for i in range(1, depth + 1)},
+        "by_tag": by_tag,
+        "tokens": tokens if usage else None,
+        "errors": [
+            {"id": r["id"], "error": r["error"] or r["judge_error"]} for r in results if r["error"] or r["judge_error"]
+        ],
+        "warnings": run.warnings,
+    }
+
+
+def write_run(out_dir: Path, run: EvalRun, summary: dict[str, Any]) -> dict[str, Path]:
+    """Write the three files; returns their paths."""
+    from rag_assistant.evaluate.html_report import render
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {name: out_dir / name for name in ("results.jsonl", "summary.json", "report.html")}
+    with paths["results.jsonl"].open("w", encoding="utf-8") as fh:
+        for record in run.results:
+            fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    paths["summary.json"].write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", "utf-8")
+    paths["report.html"].write_text(render(summary, run.results), encoding="utf-8")
+    return paths
+
+
+def load_results(run_dir: Path) -> list[dict[str, Any]]:
+    with (run_dir / "results.jsonl").open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
