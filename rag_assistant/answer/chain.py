@@ -11,7 +11,6 @@ from rag_assistant.answer.models import Answer, Draft
 from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError
 from rag_assistant.retrieve import Retriever, Source
-from rag_assistant.text import stems
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 
@@ -56,17 +55,23 @@ class AnswerChain:
     def mode(self) -> str:
         return self.generator.mode
 
-    @staticmethod
-    def relevance(question: str, sources: list[Source]) -> float:
+    def relevance(self, question: str, sources: list[Source]) -> float:
         """How well the best retrieved papers match the question, 0..1:
-        0.5 x best chunk cosine + 0.5 x the largest share of the question's (stemmed) content words that one
-        of the top three abstracts contains. Cosine alone cannot tell a paraphrase of an abstract from a
-        near-topic question the corpus does not cover; missing key terms can."""
+        0.5 x best chunk cosine + 0.5 x the largest IDF-weighted share of the question's terms that one of the
+        top three abstracts contains (BM25 tokens and corpus IDF). Cosine alone cannot tell a paraphrase of an
+        abstract from a near-topic question the corpus does not cover; missing rare key terms can."""
         if not sources:
             return 0.0
+        from rag_assistant.index.keyword import query_terms, tokenize
+
         dense = max((s.dense_score for s in sources if s.dense_score is not None), default=0.0)
-        terms = set(stems(question))
-        coverage = max(len(terms & set(stems(s.paper.text))) / len(terms) for s in sources[:3]) if terms else 0.0
+        terms = set(query_terms(question))
+        idf = self.retriever.keyword.idf(sorted(terms))
+        total = sum(idf.values())
+        coverage = 0.0
+        for source in sources[:3]:
+            words = set(tokenize([f"{source.paper.title or ''} {source.paper.text}"])[0])
+            coverage = max(coverage, sum(idf[t] for t in terms & words) / total if total else 0.0)
         return round(0.5 * max(dense, 0.0) + 0.5 * coverage, 4)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:

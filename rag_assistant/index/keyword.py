@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 from collections.abc import Iterable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,19 @@ def tokenize(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(  # type: ignore[return-value]
         texts, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False
     )
+
+
+def query_terms(text: str) -> list[str]:
+    """BM25 tokens of a question without question words ('what', 'which', 'paper', ...) that bm25s's
+    English stop-word list keeps: they match every abstract and only add noise."""
+    return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
+
+
+@lru_cache(maxsize=1)
+def _question_stopwords() -> frozenset[str]:
+    from rag_assistant.text import STOPWORDS
+
+    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
 
 
 class KeywordIndex:
@@ -82,12 +97,24 @@ class KeywordIndex:
         self._retriever, self._ids, self.revision = retriever, ids, revision
         return len(ids)
 
+    def idf(self, tokens: list[str]) -> dict[str, float]:
+        """BM25 (Lucene) inverse document frequency over chunks; a token the corpus never uses gets the
+        highest value, since a question that hinges on it is probably not about this corpus."""
+        n = len(self._ids)
+        if self._retriever is None or not n:
+            return {t: 1.0 for t in tokens}
+        vocab, indptr = self._retriever.vocab_dict, self._retriever.scores["indptr"]
+        out = {}
+        for t in tokens:
+            df = int(indptr[vocab[t] + 1] - indptr[vocab[t]]) if t in vocab else 0
+            out[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        return out
+
     def query(self, text: str, n: int) -> list[tuple[str, float]]:
         """(chunk_id, bm25 score) best first; only chunks sharing at least one term."""
         if self._retriever is None or not self._ids:
             return []
-        tokens = tokenize([text])
-        known = [[t for t in tokens[0] if t in self._retriever.vocab_dict]]
+        known = [[t for t in query_terms(text) if t in self._retriever.vocab_dict]]
         if not known[0]:
             return []
         docs, scores = self._retriever.retrieve(known, k=min(n, len(self._ids)), show_progress=False)
