@@ -6,11 +6,12 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pexpect
 import pytest
-from fake_llm import FakeLLMServer
+from fake_llm import FakeLLMServer, delay, reply
 from llm_helpers import cited_answer, user_text
 
 # A fresh prompt starts a line; prompt-toolkit also redraws "you>" while echoing input, mid-line.
@@ -121,6 +122,16 @@ def test_chat_llm_mode_streams_and_condenses(data: Path, tmp_path: Path) -> None
             data, {"OPENAI_BASE_URL": srv.base_url, "OPENAI_API_KEY": "test", "RAG_ASSISTANT_LLM_MODEL": "fake-model"}
         )
         _session_walkthrough(child, tmp_path)
+        # Ctrl-C cancels an answer in progress and the chat goes on.
+        srv.script(delay(30, then=reply("too late")))
+        child.sendline("How does ShadowKV reduce KV cache memory?")
+        deadline = time.monotonic() + 60
+        while srv.pending:  # the delayed step is taken when the answer request arrives
+            assert time.monotonic() < deadline, "the answer request never reached the server"
+            time.sleep(0.2)
+        child.sendintr()
+        child.expect("cancelled")
+        child.expect(PROMPT)
         first = _ask(child, "Which papers study jailbreak attacks on language models?")
         assert "mode: llm" in first
         cited = re.findall(r"\[([^\]\s]+:\d+)\]", first.split("References")[0])

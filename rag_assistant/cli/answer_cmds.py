@@ -34,23 +34,13 @@ def ask(
 ) -> None:
     """Answer a question with inline [paper_id] citations, each checked against the retrieved papers."""
     from rag_assistant.answer.chain import AnswerChain
-    from rag_assistant.cli.render import render_answer
+    from rag_assistant.cli.render import render_answer, stream_answer
 
     settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
     chain = AnswerChain(settings)
     stream = not as_json and chain.mode == "llm" and out().is_terminal
     if stream:
-        from rich.live import Live
-        from rich.markdown import Markdown
-
-        text: list[str] = []
-        with Live(console=out(), transient=True, refresh_per_second=12) as live:
-
-            def on_token(delta: str) -> None:
-                text.append(delta)
-                live.update(Markdown("".join(text)))
-
-            answer = chain.ask(question, on_token=on_token)
+        answer = stream_answer(out(), lambda on_token: chain.ask(question, on_token=on_token))
     else:
         answer = chain.ask(question)
     if as_json:

@@ -64,22 +64,12 @@ def _mode(session: ChatSession) -> str:
 
 
 def _answer(session: ChatSession, question: str) -> None:
-    from rag_assistant.cli.render import render_answer
+    from rag_assistant.cli.render import render_answer, stream_answer
     from rag_assistant.errors import RagAssistantError
 
     try:
         if session.chain.mode == "llm" and out().is_terminal:
-            from rich.live import Live
-            from rich.markdown import Markdown
-
-            parts: list[str] = []
-            with Live(console=out(), transient=True, refresh_per_second=12) as live:
-
-                def on_token(delta: str) -> None:
-                    parts.append(delta)
-                    live.update(Markdown("".join(parts)))
-
-                answer = session.ask(question, on_token=on_token)
+            answer = stream_answer(out(), lambda on_token: session.ask(question, on_token=on_token))
         else:
             with out().status("thinking...", spinner="dots"):
                 answer = session.ask(question)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.console import Console
 from rich.markdown import Markdown
 from rich.markup import escape
@@ -46,3 +48,17 @@ def render_sources(console: Console, answer: Answer, heading: str = "Sources") -
             f"  {s['rank']}. [bold][{escape(s['paper_id'])}][/] score {s['score']:.3f} cosine {dense} "
             f"[dim]{escape(snippet)}...[/]"
         )
+
+
+def stream_answer(console: Console, ask: Callable[[Callable[[str], None]], Answer]) -> Answer:
+    """Show an LLM answer as its tokens arrive; the verified answer is rendered after, in its place."""
+    from rich.live import Live
+
+    parts: list[str] = []
+    with Live(console=console, transient=True, refresh_per_second=12) as live:
+
+        def on_token(delta: str) -> None:
+            parts.append(delta)
+            live.update(Markdown("".join(parts)))
+
+        return ask(on_token)
