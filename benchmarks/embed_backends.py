@@ -9,6 +9,7 @@ the per-round ratios), then vector agreement and retrieval-ranking agreement aga
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -133,6 +134,7 @@ def main() -> None:
     for name, f in files.items():
         if f is not None:
             rows.append(("size", f"{name} file MB", f.stat().st_size / 2**20, f.name))
+    shutil.rmtree(work, ignore_errors=True)
     U.print_table("embedding backends (bundled model, CPU)", rows)
     U.write_results(
         {
