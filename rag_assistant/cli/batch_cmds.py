@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
-from rag_assistant.cli.common import err, out, print_json, settings_from
+from rag_assistant.cli.common import err, out, print_json, progress_bar, settings_from
 
 if TYPE_CHECKING:
     from rag_assistant.batch import RowDone
@@ -84,18 +84,9 @@ class _Progress:
         self.live = err().is_terminal
         self.bar: Any = None
         if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import TextColumn
 
-            self.bar = Progress(
-                TextColumn("answering"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("[red]{task.fields[failed]} failed[/]"),
-                TimeRemainingColumn(),
-                console=err(),
-                transient=True,
-            )
-            self.bar.start()
+            self.bar = progress_bar("answering", TextColumn("[red]{task.fields[failed]} failed[/]"))
             self.task = self.bar.add_task("batch", total=None, failed=0)
         return self
 

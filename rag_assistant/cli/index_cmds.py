@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from rag_assistant.cli.common import err, out, print_json, settings_from
+from rag_assistant.cli.common import err, out, print_json, progress_bar, settings_from
 
 
 def ingest(
@@ -58,18 +58,9 @@ class _progress:
     """A rich progress bar on stderr that stays hidden until there is something to embed."""
 
     def __enter__(self):  # noqa: ANN204
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import TextColumn
 
-        self.progress = Progress(
-            TextColumn("embedding"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("chunks"),
-            TimeRemainingColumn(),
-            console=err(),
-            transient=True,
-        )
-        self.progress.start()
+        self.progress = progress_bar("embedding", TextColumn("chunks"))
         self.task = self.progress.add_task("embed", total=None, visible=False)
         return self.progress, self.task
 
