@@ -54,7 +54,6 @@ class _Agg:
     fused: float = 0.0
     dense: float | None = None
     keyword: float | None = None
-    text_hash: str = ""
     chunks: dict[str, float] = field(default_factory=dict)
 
 
@@ -115,7 +114,7 @@ class Retriever:
         aggs: dict[str, _Agg] = {}
         texts = {hit.chunk_id: hit.text for hit in dense}
         for hit in dense:
-            agg = aggs.setdefault(hit.paper_id, _Agg(text_hash=str(hit.metadata.get("text_hash", ""))))
+            agg = aggs.setdefault(hit.paper_id, _Agg())
             agg.dense = max(agg.dense if agg.dense is not None else -1.0, hit.similarity)
         for chunk_id, score in lexical:
             agg = aggs.setdefault(chunk_id.rsplit("#", 1)[0], _Agg())
@@ -133,7 +132,7 @@ class Retriever:
             if pid not in papers:
                 continue  # deleted since the keyword index was built
             agg = aggs[pid]
-            text_hash = agg.text_hash or papers[pid].text_hash
+            text_hash = papers[pid].text_hash
             if text_hash in seen_text:  # the same abstract under another id (overlapping corpora)
                 seen_text[text_hash].duplicates.append(pid)
                 continue

@@ -101,7 +101,6 @@ class AnswerChain:
             sources = self.retriever.search(query, k)
         answer.sources = [s.as_dict() for s in sources]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
-        question = query
 
         answer.relevance = self.relevance(query, sources)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
@@ -110,9 +109,9 @@ class AnswerChain:
         else:
             t = time.perf_counter()
             if on_token is not None and self.generator.mode == "llm":
-                draft = self.generator.answer(question, sources, on_token=on_token)  # type: ignore[call-arg]
+                draft = self.generator.answer(query, sources, on_token=on_token)  # type: ignore[call-arg]
             else:
-                draft = self.generator.answer(question, sources)
+                draft = self.generator.answer(query, sources)
             answer.timings["generate"] = round(time.perf_counter() - t, 4)
             answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
             if draft.abstained:

@@ -47,11 +47,6 @@ class Answer:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def support_score(self) -> float | None:
-        scores = [max(s.support.values()) for s in self.sentences if s.support]
-        return sum(scores) / len(scores) if scores else None
-
 
 @dataclass
 class Draft:

@@ -176,18 +176,13 @@ def _reader(data_dir: Path):  # noqa: ANN202 - Callable[[], str]
     import sys
 
     if not sys.stdin.isatty():
-        return lambda: _plain_input()
+        return lambda: input("you> ")
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory
 
     data_dir.mkdir(parents=True, exist_ok=True)
     prompt = PromptSession(history=FileHistory(str(data_dir / "chat_history")))
     return lambda: prompt.prompt("you> ")
-
-
-def _plain_input() -> str:
-    line = input("you> ")
-    return line
 
 
 def register(app: typer.Typer) -> None:

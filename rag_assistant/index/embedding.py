@@ -66,10 +66,6 @@ class Embedder:
                 self.backend = "torch"
         return load_sentence_transformer(self.path, "torch", onnx_cache_dir())
 
-    @property
-    def max_tokens(self) -> int:
-        return int(getattr(self.model, "max_seq_length", 256) or 256)
-
     def embed(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 

@@ -111,8 +111,9 @@ def ingest_papers(
     stale_papers = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
     if not todo and not stale_papers:
         index = KeywordIndex(keyword_dir(settings))
-        if index.revision != str(info.get("revision", "")):
-            sync_keyword_index(store, settings)
+        revision = str(info.get("revision", ""))
+        if index.revision != revision:  # a killed run left the keyword index behind the store
+            index.build(store.iter_chunks(), revision)
             report.keyword_rebuilt = True
         report.seconds = time.perf_counter() - started
         return report
