@@ -18,7 +18,8 @@ from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordIndex
 from rag_assistant.index.store import StoredChunk, VectorStore, open_store, paper_to_metadata
 
-EMBED_BATCH = 128  # chunks embedded and written per step: bounds memory and the work a kill loses
+EMBED_BATCH = 256  # chunks embedded and written per step: bounds memory and the work a kill loses
+SORT_WINDOW = 8192  # chunks sorted by length together, so a model batch holds similar lengths (less padding)
 
 
 @dataclass
@@ -129,15 +130,7 @@ def ingest_papers(
         chunks.extend((paper, c, len(pieces)) for c in pieces)
 
     embedder = get_embedder(settings.embedding_model, settings.embedding_backend, settings.embed_batch_size)
-    done = 0
-    for start in range(0, len(chunks), EMBED_BATCH):
-        batch = chunks[start : start + EMBED_BATCH]
-        vectors = embedder.embed([c.text for _, c, _ in batch])
-        stored = [StoredChunk(c.chunk_id, p.paper_id, c.text, paper_to_metadata(p, c.index, n)) for p, c, n in batch]
-        store.add(stored, vectors.tolist())
-        done += len(batch)
-        if progress:
-            progress(done, len(chunks))
+    _embed_and_store(chunks, embedder, store, progress)
     report.chunks_added = len(chunks)
 
     new_ids = {c.chunk_id for _, c, _ in chunks}
@@ -149,7 +142,51 @@ def ingest_papers(
     report.chunks_deleted = len(obsolete)
     report.removed = len(stale_papers)
 
-    sync_keyword_index(store, settings, force=True)
+    keyword = KeywordIndex(keyword_dir(settings))
+    if keyword.can_update(str(info.get("revision", ""))):  # in step with the store before this run
+        keyword.update([(c.chunk_id, c.text) for _, c, _ in chunks], obsolete, revision)
+    else:
+        keyword.build(store.iter_chunks(), revision)
     report.keyword_rebuilt = True
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _embed_and_store(
+    chunks: list[tuple[Paper, Chunk, int]],
+    embedder: Any,
+    store: VectorStore,
+    progress: Callable[[int, int], None] | None,
+) -> None:
+    """Embed in length-sorted steps and write each step while the next one is embedded.
+
+    Padding is the main waste of a transformer batch, so chunks of similar length are embedded together
+    (within a bounded window, to keep memory flat on huge corpora). Chroma writes run on one background
+    thread: the model keeps both cores busy while the previous step is stored. A paper split across
+    steps is safe: a kill leaves it incomplete and the next ingest redoes it."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    ordered: list[tuple[Paper, Chunk, int]] = []
+    for start in range(0, len(chunks), SORT_WINDOW):
+        ordered += sorted(chunks[start : start + SORT_WINDOW], key=lambda t: len(t[1].text))
+    done = 0
+    pending: Future[None] | None = None
+
+    def wait_for_write() -> None:
+        nonlocal done, pending
+        if pending is not None:
+            pending.result()  # one write in flight: memory stays bounded and errors surface here
+            done, pending = min(done + EMBED_BATCH, len(ordered)), None
+            if progress:
+                progress(done, len(ordered))
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-writer") as writer:
+        for start in range(0, len(ordered), EMBED_BATCH):
+            batch = ordered[start : start + EMBED_BATCH]
+            vectors = embedder.embed([c.text for _, c, _ in batch])
+            stored = [
+                StoredChunk(c.chunk_id, p.paper_id, c.text, paper_to_metadata(p, c.index, n)) for p, c, n in batch
+            ]
+            wait_for_write()
+            pending = writer.submit(store.add, stored, vectors.tolist())
+        wait_for_write()
