@@ -15,9 +15,9 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.index.chunking import chunk_paper, token_counter
 from rag_assistant.index.embedding import get_tokenizer
-from rag_assistant.index.ingest import ingest_papers
+from rag_assistant.index.ingest import ingest_papers, keyword_dir
 from rag_assistant.index.keyword import KeywordIndex
-from rag_assistant.index.store import open_store
+from rag_assistant.index.store import ChromaStore, open_store
 from rag_assistant.retrieve import Retriever
 
 
@@ -58,7 +58,9 @@ def test_reingest_unchanged_adds_and_embeds_nothing(data_dir: Path, monkeypatch:
     assert open_store(settings).count() == first.chunks_added
 
 
-def test_changed_abstract_replaces_old_chunks_and_removed_one_is_pruned(tmp_path: Path) -> None:
+def test_changed_abstract_replaces_old_chunks_and_removed_one_is_pruned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings = Settings()
     records = _bundled_records()[:6]
     path = _write_jsonl(tmp_path / "mini.jsonl", records)
@@ -69,8 +71,16 @@ def test_changed_abstract_replaces_old_chunks_and_removed_one_is_pruned(tmp_path
     records[2] = {**records[2], "abstract": "Zebras migrate across quantum savannas. A short replaced abstract."}
     del records[4]
     _write_jsonl(path, records)
-    report = ingest_papers(load_corpus([path]).papers, settings)
+    with monkeypatch.context() as m:  # the keyword index is updated from the changes, not rebuilt from the store
+        m.setattr(ChromaStore, "iter_chunks", lambda self: pytest.fail("store read back for the keyword index"))
+        report = ingest_papers(load_corpus([path]).papers, settings)
     assert (report.changed, report.removed, report.unchanged) == (1, 1, 4)
+    updated = KeywordIndex(keyword_dir(settings))
+    rebuilt = KeywordIndex(tmp_path / "rebuilt")
+    rebuilt.build(open_store(settings).iter_chunks(), "check")
+    for query in ("zebras in savannas", "key cache", "diffusion models"):
+        got, want = dict(updated.query(query, 10)), dict(rebuilt.query(query, 10))
+        assert got.keys() == want.keys() and [got[k] for k in want] == pytest.approx(list(want.values()))
 
     store = open_store(settings)
     assert set(store.paper_states([r["id"] for r in _bundled_records()[:6]])) == {r["id"] for r in records}

@@ -6,12 +6,14 @@ import json
 import logging
 import math
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 _STEMMER: Any = None
+TOKENS_FILE = "tokens.npz"  # every chunk's token ids, concatenated, with offsets
+VOCAB_FILE = "vocab.json"  # token strings by id
 
 
 def _stemmer() -> Any:
@@ -40,6 +42,11 @@ def query_terms(text: str) -> list[str]:
     return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
 
 
+def _token_ids(docs: list[list[str]], vocab: dict[str, int]) -> list[list[int]]:
+    """Token strings to ids, growing `vocab` with unseen tokens."""
+    return [[vocab.setdefault(token, len(vocab)) for token in doc] for doc in docs]
+
+
 @lru_cache(maxsize=1)
 def _question_stopwords() -> frozenset[str]:
     from rag_assistant.text import STOPWORDS
@@ -48,7 +55,12 @@ def _question_stopwords() -> frozenset[str]:
 
 
 class KeywordIndex:
-    """Loaded lazily from `directory`; `revision` says which store state it was built from."""
+    """Loaded lazily from `directory`; `revision` says which store state it was built from.
+
+    Beside the bm25s index it keeps every chunk's tokens (as ids into a vocabulary), so an ingest that
+    adds or removes a few papers tokenizes only those and never reads the store back: `update` rebuilds
+    the BM25 matrix from the cached token ids (IDF and document lengths are corpus-wide, so the matrix
+    itself is recomputed; that is the cheap part)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -75,18 +87,48 @@ class KeywordIndex:
 
     def build(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
         """Rebuild from (chunk_id, text) pairs and persist atomically (write aside, then rename)."""
-        import bm25s
-
         pairs = list(chunks)
-        ids = [cid for cid, _ in pairs]
+        vocab: dict[str, int] = {}
+        docs = _token_ids(tokenize([text for _, text in pairs]), vocab)
+        return self._write([cid for cid, _ in pairs], docs, vocab, revision)
+
+    def can_update(self, revision: str) -> bool:
+        """True when this index reflects store `revision` and has its token cache (older indexes lack it)."""
+        return self.revision == revision and (self.directory / TOKENS_FILE).is_file()
+
+    def update(self, added: Sequence[tuple[str, str]], removed: Iterable[str], revision: str) -> int:
+        """Drop `removed` chunk ids, add or replace `added` (chunk_id, text) pairs; only those are tokenized."""
+        import numpy as np
+
+        vocab_list = json.loads((self.directory / VOCAB_FILE).read_text())
+        vocab = {token: i for i, token in enumerate(vocab_list)}
+        with np.load(self.directory / TOKENS_FILE) as cached:
+            flat, offsets = cached["flat"].tolist(), cached["offsets"].tolist()
+        gone = set(removed) | {cid for cid, _ in added}
+        keep = [i for i, cid in enumerate(self._ids) if cid not in gone]
+        ids = [self._ids[i] for i in keep] + [cid for cid, _ in added]
+        docs = [flat[offsets[i] : offsets[i + 1]] for i in keep]
+        docs += _token_ids(tokenize([text for _, text in added]), vocab)
+        return self._write(ids, docs, vocab, revision)
+
+    def _write(self, ids: list[str], docs: list[list[int]], vocab: dict[str, int], revision: str) -> int:
+        import bm25s
+        import numpy as np
+
         tmp = self.directory.with_name(self.directory.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         retriever = None
-        if pairs:
+        if ids:
             retriever = bm25s.BM25()
-            retriever.index(tokenize([text for _, text in pairs]), show_progress=False)
+            # bm25s adds its empty token to the vocabulary it is given: hand it a copy
+            retriever.index(bm25s.tokenization.Tokenized(ids=docs, vocab=dict(vocab)), show_progress=False)
             retriever.save(str(tmp / "bm25"), show_progress=False)
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        flat = np.fromiter((t for d in docs for t in d), dtype=np.int32, count=int(offsets[-1]))
+        np.savez(tmp / TOKENS_FILE, flat=flat, offsets=offsets)
+        (tmp / VOCAB_FILE).write_text(json.dumps(sorted(vocab, key=vocab.__getitem__)))
         (tmp / "meta.json").write_text(json.dumps({"revision": revision, "ids": ids}))
         old = self.directory.with_name(self.directory.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
