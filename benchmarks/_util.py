@@ -78,17 +78,19 @@ def large_papers(limit: int, scratch: Path) -> tuple[list[Any], str]:
     return (papers[:limit] if limit else papers), name
 
 
-def chunk_texts(papers: list[Any], settings: Any) -> list[str]:
-    """Exactly the chunk texts ingest embeds for these papers."""
+def chunks_of(papers: list[Any], settings: Any) -> list[Any]:
+    """Exactly the chunks ingest embeds for these papers."""
     from rag_assistant.index.chunking import chunk_paper, token_counter
     from rag_assistant.index.embedding import get_tokenizer
 
     count = token_counter(get_tokenizer(settings.embedding_model))
     return [
-        c.text
-        for p in papers
-        for c in chunk_paper(p, count, settings.chunk_max_tokens, settings.chunk_overlap_sentences)
+        c for p in papers for c in chunk_paper(p, count, settings.chunk_max_tokens, settings.chunk_overlap_sentences)
     ]
+
+
+def chunk_texts(papers: list[Any], settings: Any) -> list[str]:
+    return [c.text for c in chunks_of(papers, settings)]
 
 
 def peak_rss_mb() -> float:
