@@ -71,10 +71,15 @@ class Settings(BaseSettings):
         200,
         ge=32,
         le=254,
-        description="Upper bound of a chunk in model tokens; must fit the 256-token window of the model.",
+        description="Upper bound of a chunk in model tokens; must fit the 256-token window of the model. "
+        "Fixed per index when it is first built (a new collection or data dir re-chunks).",
     )
     chunk_overlap_sentences: int = Field(
-        1, ge=0, le=3, description="Sentences repeated between consecutive chunks of one abstract."
+        1,
+        ge=0,
+        le=3,
+        description="Sentences repeated between consecutive chunks of one abstract. Fixed per index, like "
+        "chunk_max_tokens.",
     )
 
     # -- retrieval

@@ -147,3 +147,19 @@ def test_sigkill_halfway_then_rerun_leaves_complete_index(tmp_path: Path, data_d
     keyword = KeywordIndex(data_dir / "keyword" / settings.collection)
     assert keyword.revision == store.get_info()["revision"]
     assert Retriever(settings).search("low-rank key cache offloading", 3)
+
+
+def test_chunking_is_fixed_per_index(tmp_path: Path) -> None:
+    records = _bundled_records()[:6]
+    small = Settings(chunk_max_tokens=80, chunk_overlap_sentences=0)
+    ingest_papers(load_corpus([_write_jsonl(tmp_path / "a.jsonl", records[:3])]).papers, small)
+    assert open_store(small).get_info()["chunking"] == "80/0"
+
+    later = load_corpus([_write_jsonl(tmp_path / "b.jsonl", records[3:])]).papers
+    report = ingest_papers(later, Settings(chunk_max_tokens=200))
+    assert any("<= 80 tokens" in w for w in report.warnings)
+    count = token_counter(get_tokenizer())
+    expected = sum(len(chunk_paper(p, count, 80, 0)) for p in later)
+    assert report.chunks_added == expected > len(later)
+    assert all(count(text) <= 80 for _, text in open_store(small).iter_chunks())
+    assert not ingest_papers(later, Settings()).warnings  # defaults are not a request to re-chunk

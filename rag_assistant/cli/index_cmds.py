@@ -41,7 +41,9 @@ def ingest(
                 err().print(f"embedded {done}/{total} chunks")
 
         report = ingest_papers(loaded.papers, settings, progress=advance)
-    report.warnings = loaded.warnings + [f"skipped: {e}" for e in loaded.errors]
+    for line in report.warnings:
+        err().print(f"[yellow]warning:[/] {escape(line)}")
+    report.warnings = loaded.warnings + [f"skipped: {e}" for e in loaded.errors] + report.warnings
     if as_json:
         print_json({**report.as_dict(), "files": [str(f) for f in loaded.files], "data_dir": settings.data_dir})
         return
@@ -120,6 +122,7 @@ def stats(
         "chunks": store.count(),
         "sources": sources,
         "embedding_model": info.get("embedding_model"),
+        "chunking": _chunking_label(info, store.count()),
         "keyword_index": "current" if keyword.revision == info.get("revision") else "stale (rebuilt on next search)",
     }
     if as_json:
@@ -131,6 +134,13 @@ def stats(
                 out().print(f"  {name}: {n} papers")
         else:
             out().print(f"{key}: {value}")
+
+
+def _chunking_label(info: dict, chunks: int) -> str | None:
+    from rag_assistant.index.ingest import recorded_chunking
+
+    recorded = recorded_chunking(info, chunks)
+    return f"<= {recorded[0]} tokens, {recorded[1]} sentence(s) of overlap" if recorded else None
 
 
 def register(app: typer.Typer) -> None:

@@ -19,6 +19,7 @@ from rag_assistant.index.keyword import KeywordIndex
 from rag_assistant.index.store import StoredChunk, VectorStore, open_store, paper_to_metadata
 
 EMBED_BATCH = 256  # chunks embedded and written per step: bounds memory and the work a kill loses
+LEGACY_CHUNKING = (200, 1)  # indexes made before the chunking was recorded were all cut this way
 SORT_WINDOW = 8192  # chunks sorted by length together, so a model batch holds similar lengths (less padding)
 
 
@@ -58,6 +59,32 @@ def check_model(store: VectorStore, settings: Settings) -> dict[str, Any]:
     return info
 
 
+def recorded_chunking(info: dict[str, Any], n_chunks: int) -> tuple[int, int] | None:
+    """(max tokens, overlap sentences) recorded in the store's info; None for an empty, new index."""
+    recorded = str(info.get("chunking", ""))
+    if recorded:
+        tokens, overlap = recorded.split("/")
+        return int(tokens), int(overlap)
+    return LEGACY_CHUNKING if n_chunks else None
+
+
+def index_chunking(info: dict[str, Any], store: VectorStore, settings: Settings) -> tuple[tuple[int, int], str | None]:
+    """(max tokens, overlap sentences) this index cuts papers with, and a warning when the settings ask for
+    another. Chunking is fixed per index, like the embedding model: mixing two cuts in one index would make
+    scores incomparable and re-chunking silently would re-embed everything."""
+    wanted = (settings.chunk_max_tokens, settings.chunk_overlap_sentences)
+    built = recorded_chunking(info, store.count())
+    if built is None:
+        return wanted, None
+    asked = {"chunk_max_tokens", "chunk_overlap_sentences"} & settings.model_fields_set
+    if built == wanted or not asked:
+        return built, None
+    return built, (
+        f"this index cuts abstracts into chunks of <= {built[0]} tokens with {built[1]} sentence(s) of overlap; "
+        f"the chunk settings apply to new indexes (ingest into another --collection or --data-dir to re-chunk)"
+    )
+
+
 def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = False) -> KeywordIndex:
     """Rebuild the keyword index when the store changed since it was built (also after a killed run)."""
     index = KeywordIndex(keyword_dir(settings))
@@ -77,6 +104,9 @@ def ingest_papers(
     store = store or open_store(settings)
     info = check_model(store, settings)
     report = IngestReport(papers=len(papers))
+    chunking, warning = index_chunking(info, store, settings)
+    if warning:
+        report.warnings.append(warning)
     by_id = {p.paper_id: p for p in papers}
     # One query per source file finds almost every paper on a re-ingest; only the rest is looked up by id.
     from_sources = store.source_states(sorted({p.source for p in papers}))
@@ -121,12 +151,19 @@ def ingest_papers(
 
     # Mark the store as changing before writing, so a kill leaves a revision the keyword index lacks.
     revision = uuid.uuid4().hex
-    store.set_info({**info, "embedding_model": model_signature(settings), "revision": revision})
+    store.set_info(
+        {
+            **info,
+            "embedding_model": model_signature(settings),
+            "chunking": "/".join(map(str, chunking)),
+            "revision": revision,
+        }
+    )
 
     count = token_counter(get_tokenizer(settings.embedding_model))
     chunks: list[tuple[Paper, Chunk, int]] = []
     for paper in todo:
-        pieces = chunk_paper(paper, count, settings.chunk_max_tokens, settings.chunk_overlap_sentences)
+        pieces = chunk_paper(paper, count, *chunking)
         chunks.extend((paper, c, len(pieces)) for c in pieces)
 
     embedder = get_embedder(settings.embedding_model, settings.embedding_backend, settings.embed_batch_size)
