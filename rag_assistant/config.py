@@ -68,14 +68,14 @@ class Settings(BaseSettings):
     )
     embed_batch_size: int = Field(64, ge=1, description="Texts embedded per model call during ingest.")
     chunk_max_tokens: int = Field(
-        200,
+        254,
         ge=32,
         le=254,
         description="Upper bound of a chunk in model tokens; must fit the 256-token window of the model. "
         "Fixed per index when it is first built (a new collection or data dir re-chunks).",
     )
     chunk_overlap_sentences: int = Field(
-        1,
+        0,
         ge=0,
         le=3,
         description="Sentences repeated between consecutive chunks of one abstract. Fixed per index, like "
