@@ -163,3 +163,26 @@ def test_chunking_is_fixed_per_index(tmp_path: Path) -> None:
     assert report.chunks_added == expected > len(later)
     assert all(count(text) <= 80 for _, text in open_store(small).iter_chunks())
     assert not ingest_papers(later, Settings()).warnings  # defaults are not a request to re-chunk
+
+
+def test_overlapping_corpus_reuses_stored_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = Settings()
+    records = _bundled_records()[:5]
+    ingest_papers(load_corpus([_write_jsonl(tmp_path / "a.jsonl", records)]).papers, settings)
+
+    import rag_assistant.index.ingest as ingest_mod
+
+    class NoModel:
+        def embed(self, texts: list[str]) -> object:
+            assert not texts, f"re-embedded {len(texts)} stored texts"
+            import numpy as np
+
+            return np.zeros((0, 384), dtype=np.float32)
+
+    monkeypatch.setattr(ingest_mod, "get_embedder", lambda *a, **k: NoModel())
+    copies = [{**r, "id": "copy-" + r["id"]} for r in records]  # same abstracts, other ids (another corpus)
+    report = ingest_papers(load_corpus([_write_jsonl(tmp_path / "b.jsonl", copies)]).papers, settings)
+    assert report.new == 5 and report.chunks_added > 0 and report.chunks_embedded == 0
+    assert open_store(settings).count() == 2 * report.chunks_added
+    hit = Retriever(settings).search(records[1]["abstract"][:120], 3)[0]
+    assert {hit.paper_id, *hit.duplicates} == {records[1]["id"], "copy-" + records[1]["id"]}

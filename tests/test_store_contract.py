@@ -42,6 +42,9 @@ def test_store_contract(store: VectorStore) -> None:
     assert hits[0].similarity == pytest.approx(1.0, abs=1e-4) and hits[1].similarity == pytest.approx(0.8, abs=1e-3)
     assert hits[0].paper_id == "a:0" and hits[0].text == "alpha one"
 
+    reuse = store.embeddings_for(["alpha two", "beta one", "never stored"])
+    assert set(reuse) == {"alpha two", "beta one"} and reuse["alpha two"] == pytest.approx([0.8, 0.6, 0.0], abs=1e-6)
+
     # Upserting the same ids again never duplicates.
     store.add(_chunks(b, ["beta one"]), [[0.0, 0.0, 1.0]])
     assert store.count() == 3

@@ -47,10 +47,12 @@ def ingest(
     if as_json:
         print_json({**report.as_dict(), "files": [str(f) for f in loaded.files], "data_dir": settings.data_dir})
         return
+    reused = report.chunks_added - report.chunks_embedded
     out().print(
         f"Ingested {report.papers} papers from {len(loaded.files)} file(s): {report.new} new, "
         f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed; "
-        f"{report.chunks_added} new chunks, {report.chunks_deleted} deleted in {report.seconds:.1f}s."
+        f"{report.chunks_added} new chunks{f' ({reused} with a stored vector reused)' if reused else ''}, "
+        f"{report.chunks_deleted} deleted in {report.seconds:.1f}s."
     )
     if loaded.errors:
         raise typer.Exit(1)

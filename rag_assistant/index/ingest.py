@@ -31,6 +31,7 @@ class IngestReport:
     unchanged: int = 0
     removed: int = 0
     chunks_added: int = 0
+    chunks_embedded: int = 0  # the rest reused the vector of an identical stored (or sibling) chunk text
     chunks_deleted: int = 0
     keyword_rebuilt: bool = False
     seconds: float = 0.0
@@ -167,7 +168,8 @@ def ingest_papers(
         chunks.extend((paper, c, len(pieces)) for c in pieces)
 
     embedder = get_embedder(settings.embedding_model, settings.embedding_backend, settings.embed_batch_size)
-    _embed_and_store(chunks, embedder, store, progress)
+    known = store.embeddings_for([c.text for _, c, _ in chunks])
+    report.chunks_embedded = _embed_and_store(chunks, embedder, store, progress, known)
     report.chunks_added = len(chunks)
 
     new_ids = {c.chunk_id for _, c, _ in chunks}
@@ -194,8 +196,10 @@ def _embed_and_store(
     embedder: Any,
     store: VectorStore,
     progress: Callable[[int, int], None] | None,
-) -> None:
-    """Embed in length-sorted steps and write each step while the next one is embedded.
+    known: dict[str, list[float]],
+) -> int:
+    """Embed in length-sorted steps and write each step while the next one is embedded; returns how many
+    texts were embedded. Texts in `known` (already stored), and repeats within a step, are embedded once.
 
     Padding is the main waste of a transformer batch, so chunks of similar length are embedded together
     (within a bounded window, to keep memory flat on huge corpora). Chroma writes run on one background
@@ -206,7 +210,7 @@ def _embed_and_store(
     ordered: list[tuple[Paper, Chunk, int]] = []
     for start in range(0, len(chunks), SORT_WINDOW):
         ordered += sorted(chunks[start : start + SORT_WINDOW], key=lambda t: len(t[1].text))
-    done = 0
+    done = embedded = 0
     pending: Future[None] | None = None
 
     def wait_for_write() -> None:
@@ -220,10 +224,15 @@ def _embed_and_store(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-writer") as writer:
         for start in range(0, len(ordered), EMBED_BATCH):
             batch = ordered[start : start + EMBED_BATCH]
-            vectors = embedder.embed([c.text for _, c, _ in batch])
+            texts = [c.text for _, c, _ in batch]
+            missing = list(dict.fromkeys(t for t in texts if t not in known))
+            fresh = dict(zip(missing, embedder.embed(missing).tolist(), strict=True))
+            embedded += len(missing)
+            vectors = [known[t] if t in known else fresh[t] for t in texts]
             stored = [
                 StoredChunk(c.chunk_id, p.paper_id, c.text, paper_to_metadata(p, c.index, n)) for p, c, n in batch
             ]
             wait_for_write()
-            pending = writer.submit(store.add, stored, vectors.tolist())
+            pending = writer.submit(store.add, stored, vectors)
         wait_for_write()
+    return embedded

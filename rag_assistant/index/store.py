@@ -52,6 +52,8 @@ class VectorStore(Protocol):
 
     def delete(self, chunk_ids: Sequence[str]) -> None: ...
 
+    def embeddings_for(self, texts: Sequence[str]) -> dict[str, list[float]]: ...
+
     def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]: ...
 
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]: ...
@@ -85,6 +87,13 @@ def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]
         meta["paper_text"] = paper.text
         meta["paper_meta"] = json.dumps(paper.metadata, ensure_ascii=False, default=str)
     return meta
+
+
+def text_key(text: str) -> str:
+    """A chunk text's fingerprint, stored with it, so equal texts can share one embedding."""
+    import hashlib
+
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def metadata_to_paper(meta: dict[str, Any]) -> Paper:
@@ -144,8 +153,26 @@ class ChromaStore:
                 ids=[c.chunk_id for c in part],
                 embeddings=embeddings[start : start + self.batch_size],  # type: ignore[arg-type]
                 documents=[c.text for c in part],
-                metadatas=[c.metadata for c in part],
+                metadatas=[{**c.metadata, "chunk_hash": text_key(c.text)} for c in part],
             )
+
+    def embeddings_for(self, texts: Sequence[str]) -> dict[str, list[float]]:
+        """Vectors already stored for exactly these texts (any paper's chunk), by text: what an ingest
+        need not embed again (overlapping corpora, an abstract edited in one sentence)."""
+        keys = {text_key(t): t for t in texts}
+        out: dict[str, list[float]] = {}
+        wanted = list(keys)
+        for start in range(0, len(wanted), 500):
+            res = self.collection.get(
+                where={"chunk_hash": {"$in": wanted[start : start + 500]}}, include=["embeddings", "metadatas"]
+            )
+            for meta, vector in zip(
+                res["metadatas"] or [], res["embeddings"] if res["embeddings"] is not None else [], strict=False
+            ):
+                text = keys.get(str(meta.get("chunk_hash")))
+                if text is not None:
+                    out.setdefault(text, [float(x) for x in vector])
+        return out
 
     def query(self, embedding: Sequence[float], n: int) -> list[ChunkHit]:
         total = self.collection.count()
