@@ -29,10 +29,11 @@ def build_variants(work: Path, names: list[str]) -> dict[str, Path | None]:
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
-    from rag_assistant.index.embedding import ONNX_FILE, bundled_model_path, load_sentence_transformer, onnx_export_dir
+    from rag_assistant.index.embedding import bundled_model_path, load_model
+    from rag_assistant.index.onnx_embedding import ONNX_FILE, onnx_export_dir
 
     logging.getLogger().setLevel(logging.ERROR)  # quantize_dynamic's pre-processing advice
-    load_sentence_transformer(bundled_model_path(), "onnx", work)  # exports once
+    load_model(bundled_model_path(), "onnx", work)  # exports once
     plain = onnx_export_dir(bundled_model_path(), work) / ONNX_FILE
     files: dict[str, Path | None] = {"torch": None, "onnx": plain}
     for level in ("O2", "O3"):
@@ -57,16 +58,16 @@ def build_variants(work: Path, names: list[str]) -> dict[str, Path | None]:
 
 
 def load_variant(file: Path | None):  # noqa: ANN201
+    """torch (file None) or an OnnxEncoder running `file`, exactly as the onnx backend runs its export."""
     import json
 
-    from rag_assistant.index.embedding import _onnx_encoder, bundled_model_path, load_sentence_transformer
+    from rag_assistant.index.embedding import bundled_model_path, load_model
+    from rag_assistant.index.onnx_embedding import OnnxEncoder
 
-    model = load_sentence_transformer(bundled_model_path(), "torch", Path(tempfile.gettempdir()))
-    if file is not None:
-        names = json.loads(next(file.parent.rglob("export.json")).read_text())["inputs"]
-        model[0].model = _onnx_encoder(file, model[0].model.config, names)
-        model[0].model_forward_params = None
-    return model
+    if file is None:
+        return load_model(bundled_model_path(), "torch")
+    names = json.loads(next(file.parent.rglob("export.json")).read_text())["inputs"]
+    return OnnxEncoder(bundled_model_path(), file, names, 256)
 
 
 def main() -> None:
