@@ -130,7 +130,7 @@ def bench_ingest(args: argparse.Namespace, work: Path) -> tuple[list[Row], dict[
                 "ingest",
                 f"{name}: raw encode chunks/s",
                 entry["raw_chunks_per_s"],
-                "SentenceTransformer.encode, same texts",
+                "the shipped backend's encode alone, same texts",
             ),
             ("ingest", f"{name}: ours / raw", entry["ours_over_raw"], "throughput ratio (1 = no overhead)"),
             ("ingest", f"{name}: re-ingest unchanged", again_s, f"s; {again.unchanged} unchanged, {again.new} new"),

@@ -74,7 +74,7 @@ def index_chunking(info: dict[str, Any], store: VectorStore, settings: Settings)
     another. Chunking is fixed per index, like the embedding model: mixing two cuts in one index would make
     scores incomparable and re-chunking silently would re-embed everything."""
     wanted = (settings.chunk_max_tokens, settings.chunk_overlap_sentences)
-    built = recorded_chunking(info, store.count())
+    built = recorded_chunking(info, 0 if info.get("chunking") else store.count())  # count() is slow on big stores
     if built is None:
         return wanted, None
     asked = {"chunk_max_tokens", "chunk_overlap_sentences"} & settings.model_fields_set
@@ -142,10 +142,9 @@ def ingest_papers(
 
     stale_papers = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
     if not todo and not stale_papers:
-        index = KeywordIndex(keyword_dir(settings))
         revision = str(info.get("revision", ""))
-        if index.revision != revision:  # a killed run left the keyword index behind the store
-            index.build(store.iter_chunks(), revision)
+        if KeywordIndex.stored_revision(keyword_dir(settings)) != revision:  # a killed run left it behind
+            KeywordIndex(keyword_dir(settings)).build(store.iter_chunks(), revision)
             report.keyword_rebuilt = True
         report.seconds = time.perf_counter() - started
         return report

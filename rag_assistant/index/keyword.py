@@ -85,6 +85,14 @@ class KeywordIndex:
         except Exception:  # a damaged index is rebuilt, never trusted
             self._retriever, self._ids, self.revision = None, [], None
 
+    @staticmethod
+    def stored_revision(directory: Path) -> str | None:
+        """The revision of the index in `directory` without loading it (a no-op ingest needs only this)."""
+        try:
+            return str(json.loads((directory / "meta.json").read_text())["revision"])
+        except (OSError, ValueError, KeyError):
+            return None
+
     def build(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
         """Rebuild from (chunk_id, text) pairs and persist atomically (write aside, then rename)."""
         pairs = list(chunks)
