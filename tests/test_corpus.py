@@ -124,3 +124,12 @@ def test_colliding_short_prefixes_fall_back_to_full_stem(tmp_path: Path) -> None
     (tmp_path / "001_b.txt").write_text("Beta abstract.\n")
     ids = sorted(p.paper_id for p in load_corpus([tmp_path]).papers)
     assert ids == ["001_a:0", "001_b:0"]
+
+
+def test_same_abstract_with_other_spacing_is_one_text() -> None:
+    from rag_assistant.corpus import Paper
+
+    a = Paper("a", "Layers are quantised. Unlike GPTQ, we match outputs.", "a.txt", 0)
+    b = Paper("b", "Layers are quantised.Unlike  GPTQ,\nwe match outputs.", "b.jsonl", 3)  # as in the ICML JSONL
+    c = Paper("c", "Layers are quantised. Unlike GPTQ, we match inputs.", "c.txt", 0)
+    assert a.text_hash == b.text_hash != c.text_hash

@@ -27,8 +27,13 @@ class Paper:
 
     @property
     def text_hash(self) -> str:
-        """Identity of the abstract itself, used to spot the same paper under two ids."""
-        return hashlib.sha1(" ".join(self.text.split()).lower().encode("utf-8")).hexdigest()[:16]
+        """Identity of the abstract itself, used to spot the same paper under two ids. Blind to case, unicode
+        compatibility forms and all whitespace: copies of one abstract in two corpora differ in exactly those
+        (the ICML JSONL drops the space after some full stops that the text files keep)."""
+        import unicodedata
+
+        folded = "".join(unicodedata.normalize("NFKC", self.text).casefold().split())
+        return hashlib.sha1(folded.encode("utf-8")).hexdigest()[:16]
 
     @property
     def label(self) -> str:
