@@ -327,7 +327,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--large-limit", type=int, default=1000, help="papers of the large corpus to ingest (0 = all)")
     ap.add_argument("--search-sizes", default="3000,100000", help="index sizes (chunks) for the search latency")
     ap.add_argument("--queries", type=int, default=30, help="timed search queries (after 3 warm-ups)")
-    ap.add_argument("--backend", default="onnx", choices=["torch", "onnx"], help="embedding backend (default: shipped)")
+    ap.add_argument(
+        "--backend", default="onnx", choices=["torch", "onnx", "onnx-int8"], help="embedding backend (default: shipped)"
+    )
     ap.add_argument("--skip-llamaindex", action="store_true", help="leave out the LlamaIndex comparison")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
     ap.add_argument("--worker", choices=["build", "search"], help=argparse.SUPPRESS)

@@ -79,3 +79,37 @@ def test_unusable_onnx_falls_back_to_torch(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(embedding, "load_model", no_onnx)
     embedder = Embedder(backend="onnx")
     assert embedder.embed(TEXTS[:1]).shape == (1, 384) and embedder.backend == "torch"
+
+
+@pytest.mark.slow
+def test_int8_backend_is_close_to_torch_and_fixed_per_index(tmp_path: Path, data_dir: Path) -> None:
+    from rag_assistant.config import Settings
+    from rag_assistant.corpus import bundled_corpus_path, load_corpus
+    from rag_assistant.errors import ConfigError
+    from rag_assistant.index.ingest import ingest_papers
+    from rag_assistant.retrieve import Retriever
+
+    int8 = load_model(bundled_model_path(), "onnx-int8", tmp_path)
+    assert any(tmp_path.rglob("model_int8.onnx"))
+    a = load_model(bundled_model_path(), "torch").encode(TEXTS, normalize_embeddings=True)
+    b = int8.encode(TEXTS, normalize_embeddings=True)
+    assert 0.97 < float(np.min(np.sum(a * b, axis=1))) < 0.9999  # close, but not the same vectors
+
+    papers = load_corpus([bundled_corpus_path()]).papers[:4]
+    ingest_papers(papers, Settings(embedding_backend="onnx-int8"))
+    assert Retriever(Settings(embedding_backend="onnx-int8")).search("key cache", 2)
+    with pytest.raises(ConfigError) as err:
+        Retriever(Settings(embedding_backend="onnx")).search("key cache", 2)
+    assert "(int8)" in str(err.value) and "onnx-int8" in err.value.hint
+
+
+def test_int8_never_falls_back_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rag_assistant.index.embedding as embedding
+    from rag_assistant.errors import ConfigError
+
+    def no_onnx(path: Path, backend: str, cache_dir: Path | None = None):  # noqa: ANN202
+        raise ImportError("onnxruntime is not installed")
+
+    monkeypatch.setattr(embedding, "load_model", no_onnx)
+    with pytest.raises(ConfigError, match="onnx-int8"):
+        Embedder(backend="onnx-int8").embed(TEXTS[:1])

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 def bundled_model_path() -> Path:
@@ -55,7 +56,16 @@ class Embedder:
         return self._model
 
     def _load(self) -> Any:
-        """The configured backend; onnx falls back to torch (with a warning) when it cannot be used."""
+        """The configured backend. onnx falls back to torch (same vectors) with a warning when it cannot be
+        used; onnx-int8 cannot (its vectors differ, and an index built with it must be queried with it)."""
+        if self.backend == "onnx-int8":
+            try:
+                return load_model(self.path, "onnx-int8")
+            except (ImportError, RuntimeError) as exc:
+                raise ConfigError(
+                    f"the onnx-int8 embedding backend cannot run here: {exc}",
+                    "pip install onnx onnxruntime, or use an index built with the onnx or torch backend",
+                ) from exc
         if self.backend == "onnx":
             try:
                 return load_model(self.path, "onnx")
@@ -115,11 +125,11 @@ def get_tokenizer(model: str | None = None) -> Any:
 
 
 def load_model(path: Path, backend: str, cache_dir: Path | None = None) -> Any:
-    """The model at `path`, on CPU, offline: a SentenceTransformer (torch), or for backend "onnx" an
-    `OnnxEncoder` (exported once to `cache_dir`, default the user cache; see onnx_embedding.py). Raises
-    ImportError / RuntimeError when onnx cannot be used, so the caller can fall back to torch."""
-    if backend not in ("torch", "onnx"):
-        raise ValueError(f"unknown embedding backend {backend!r}: use torch or onnx")
+    """The model at `path`, on CPU, offline: a SentenceTransformer (torch), or for backend "onnx" /
+    "onnx-int8" an `OnnxEncoder` (exported once to `cache_dir`, default the user cache; see
+    onnx_embedding.py). Raises ImportError / RuntimeError when onnx cannot be used."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown embedding backend {backend!r}: use {', '.join(BACKENDS)}")
     for key, value in (
         ("HF_HUB_OFFLINE", "1"),
         ("TRANSFORMERS_OFFLINE", "1"),
@@ -128,10 +138,10 @@ def load_model(path: Path, backend: str, cache_dir: Path | None = None) -> Any:
         ("TRANSFORMERS_VERBOSITY", "error"),
     ):
         os.environ.setdefault(key, value)
-    if backend == "onnx":
+    if backend in ("onnx", "onnx-int8"):
         from rag_assistant.index.onnx_embedding import load_onnx_encoder, onnx_cache_dir
 
-        return load_onnx_encoder(path, cache_dir or onnx_cache_dir())
+        return load_onnx_encoder(path, cache_dir or onnx_cache_dir(), int8=backend == "onnx-int8")
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 

@@ -46,16 +46,23 @@ def keyword_dir(settings: Settings):  # noqa: ANN201 - Path
 
 
 def model_signature(settings: Settings) -> str:
-    return settings.embedding_model or "bundled:all-MiniLM-L6-v2"
+    """What made the index's vectors. torch and onnx give the same vectors; int8 weights do not."""
+    base = settings.embedding_model or "bundled:all-MiniLM-L6-v2"
+    return f"{base} (int8)" if settings.embedding_backend == "onnx-int8" else base
 
 
 def check_model(store: VectorStore, settings: Settings) -> dict[str, Any]:
     info = store.get_info()
     built_with = info.get("embedding_model")
-    if built_with and built_with != model_signature(settings) and store.count():
+    wanted = model_signature(settings)
+    if built_with and built_with != wanted and store.count():
+        int8 = "onnx-int8" if str(built_with).endswith(" (int8)") else "onnx"
+        same_model = str(built_with).removesuffix(" (int8)") == wanted.removesuffix(" (int8)")
         raise ConfigError(
-            f"the index was built with embedding model {built_with}, not {model_signature(settings)}",
-            "use the same model, or a new --data-dir / collection for the other one",
+            f"the index was built with embedding model {built_with}, not {wanted}",
+            f"set embedding_backend = {int8} (RAG_ASSISTANT_EMBEDDING_BACKEND) for this index"
+            if same_model
+            else "use the same model, or a new --data-dir / collection for the other one",
         )
     return info
 
