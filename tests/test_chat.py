@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -30,7 +31,16 @@ def _spawn(data: Path, extra_env: dict[str, str] | None = None) -> pexpect.spawn
         "TERM": "xterm",
         **(extra_env or {}),
     }
-    child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=90, dimensions=(60, 250))
+    child = pexpect.spawn(
+        exe,
+        ["chat"],
+        env=env,
+        encoding="utf-8",
+        timeout=90,
+        dimensions=(60, 250),
+        # a terminal delivers Ctrl-C; a runner that started the tests in the background may have set it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     child.expect("session [0-9a-f]{8}")
     child.expect(PROMPT)
     return child
