@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +115,17 @@ def test_int8_never_falls_back_to_torch(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(embedding, "load_model", no_onnx)
     with pytest.raises(ConfigError, match="onnx-int8"):
         Embedder(backend="onnx-int8").embed(TEXTS[:1])
+
+
+def test_model_onnx_cannot_run_uses_torch_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model = tmp_path / "cls-model"
+    shutil.copytree(bundled_model_path(), model, copy_function=os.symlink)  # weights shared, config edited
+    pooling = model / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text()) | {"pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}
+    pooling.unlink()
+    pooling.write_text(json.dumps(config))
+    embedder = Embedder(str(model), backend="onnx")
+    with caplog.at_level("INFO"):
+        assert embedder.embed(TEXTS[:1]).shape == (1, 384)
+    assert embedder.backend == "torch"
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

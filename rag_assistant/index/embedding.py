@@ -1,4 +1,5 @@
-"""The embedding model: bundled all-MiniLM-L6-v2 through sentence-transformers, always offline."""
+"""The embedding model (bundled all-MiniLM-L6-v2 unless configured), always offline: on onnxruntime by default
+(onnx_embedding.py), or through sentence-transformers on torch."""
 
 from __future__ import annotations
 
@@ -72,7 +73,10 @@ class Embedder:
             except (ImportError, RuntimeError) as exc:
                 import logging
 
-                logging.getLogger(__name__).warning("onnx embedding backend unavailable, using torch: %s", exc)
+                from rag_assistant.index.onnx_embedding import UnsupportedModelError
+
+                level = logging.INFO if isinstance(exc, UnsupportedModelError) else logging.WARNING
+                logging.getLogger(__name__).log(level, "onnx embedding backend unavailable, using torch: %s", exc)
                 self.backend = "torch"
         return load_model(self.path, "torch")
 

@@ -46,6 +46,10 @@ def onnx_export_dir(path: Path, cache_dir: Path) -> Path:
     return cache_dir / f"{name}-{digest.hexdigest()[:12]}"
 
 
+class UnsupportedModelError(RuntimeError):
+    """The model's pipeline is not transformer + mean pooling: torch is the right backend for it, no warning."""
+
+
 def _check_supported(path: Path) -> int:
     """The model's max_seq_length, if it is transformer -> mean pooling (-> normalize), which is all this
     backend implements; RuntimeError otherwise (the caller falls back to torch)."""
@@ -54,14 +58,14 @@ def _check_supported(path: Path) -> int:
         pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
         max_len = int(json.loads((path / "sentence_bert_config.json").read_text()).get("max_seq_length", 256))
     except (OSError, ValueError, KeyError) as exc:
-        raise RuntimeError(f"cannot read the model's sentence-transformers config: {exc}") from exc
+        raise UnsupportedModelError(f"cannot read the model's sentence-transformers config: {exc}") from exc
     modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
     if (
         modules[:2] != ["Transformer", "Pooling"]
         or modules[2:] not in ([], ["Normalize"])
         or modes != {"pooling_mode_mean_tokens"}
     ):
-        raise RuntimeError("only transformer + mean pooling models can run on the onnx backend")
+        raise UnsupportedModelError("only transformer + mean pooling models can run on the onnx backend")
     return max_len
 
 
