@@ -5,8 +5,8 @@ One splitter everywhere, so that a sentence the answerer extracts is the same un
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 # Abbreviations after which a period does not end a sentence.
 _ABBREV = r"(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Figs|Eq|Eqs|Sec|No|resp|approx|Dr|Mr|Ms|Prof|al)"
@@ -47,15 +47,18 @@ def content_words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=1)
-def _stemmer() -> Callable[[list[str]], list[str]]:
+def english_stemmer() -> Any:
+    """PyStemmer's English Snowball stemmer (shared with the keyword index), or None without PyStemmer."""
     try:
         import Stemmer
 
-        return Stemmer.Stemmer("english").stemWords  # type: ignore[no-any-return]
-    except ImportError:  # pragma: no cover - PyStemmer is a dependency; prefixes are a fallback
-        return lambda words: [w[:6] for w in words]
+        return Stemmer.Stemmer("english")
+    except ImportError:  # pragma: no cover - PyStemmer is a dependency
+        return None
 
 
 def stems(text: str) -> list[str]:
     """Snowball-stemmed content words: 'values'/'value' and 'offloads'/'offloading' meet."""
-    return _stemmer()(content_words(text))
+    stemmer = english_stemmer()
+    words = content_words(text)
+    return stemmer.stemWords(words) if stemmer else [w[:6] for w in words]  # prefixes: a crude fallback

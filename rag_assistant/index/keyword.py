@@ -11,28 +11,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-_STEMMER: Any = None
 TOKENS_FILE = "tokens.npz"  # every chunk's token ids, concatenated, with offsets
 VOCAB_FILE = "vocab.json"  # token strings by id
-
-
-def _stemmer() -> Any:
-    global _STEMMER
-    if _STEMMER is None:
-        try:
-            import Stemmer
-
-            _STEMMER = Stemmer.Stemmer("english")
-        except ImportError:  # stemming improves recall but is not essential
-            _STEMMER = False
-    return _STEMMER or None
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
     import bm25s
 
+    from rag_assistant.text import english_stemmer
+
     return bm25s.tokenize(  # type: ignore[return-value]
-        texts, stopwords="en", stemmer=_stemmer(), return_ids=False, show_progress=False
+        texts, stopwords="en", stemmer=english_stemmer(), return_ids=False, show_progress=False
     )
 
 
