@@ -116,15 +116,16 @@ def stats(
     info = store.get_info()
     sources = store.sources()
     keyword = KeywordIndex(keyword_dir(settings))
+    chunks = store.count()
     data = {
         "data_dir": str(settings.data_dir),
         "store": settings.chroma_url or str(settings.chroma_dir),
         "collection": settings.collection,
         "papers": sum(sources.values()),
-        "chunks": store.count(),
+        "chunks": chunks,
         "sources": sources,
         "embedding_model": info.get("embedding_model"),
-        "chunking": _chunking_label(info, store.count()),
+        "chunking": _chunking_label(info, chunks),
         "keyword_index": "current" if keyword.revision == info.get("revision") else "stale (rebuilt on next search)",
     }
     if as_json:
@@ -141,7 +142,7 @@ def stats(
 def _chunking_label(info: dict, chunks: int) -> str | None:
     from rag_assistant.index.ingest import recorded_chunking
 
-    recorded = recorded_chunking(info, chunks)
+    recorded = recorded_chunking(info, lambda: chunks)
     return f"<= {recorded[0]} tokens, {recorded[1]} sentence(s) of overlap" if recorded else None
 
 

@@ -19,6 +19,7 @@ from rag_assistant.index.keyword import KeywordIndex
 from rag_assistant.index.store import StoredChunk, VectorStore, open_store, paper_to_metadata
 
 EMBED_BATCH = 256  # chunks embedded and written per step: bounds memory and the work a kill loses
+INT8_MARK = " (int8)"  # model signature suffix of indexes embedded by the onnx-int8 backend
 LEGACY_CHUNKING = (200, 1)  # indexes made before the chunking was recorded were all cut this way
 SORT_WINDOW = 8192  # chunks sorted by length together, so a model batch holds similar lengths (less padding)
 
@@ -48,7 +49,7 @@ def keyword_dir(settings: Settings):  # noqa: ANN201 - Path
 def model_signature(settings: Settings) -> str:
     """What made the index's vectors. torch and onnx give the same vectors; int8 weights do not."""
     base = settings.embedding_model or "bundled:all-MiniLM-L6-v2"
-    return f"{base} (int8)" if settings.embedding_backend == "onnx-int8" else base
+    return base + INT8_MARK if settings.embedding_backend == "onnx-int8" else base
 
 
 def check_model(store: VectorStore, settings: Settings) -> dict[str, Any]:
@@ -56,24 +57,25 @@ def check_model(store: VectorStore, settings: Settings) -> dict[str, Any]:
     built_with = info.get("embedding_model")
     wanted = model_signature(settings)
     if built_with and built_with != wanted and store.count():
-        int8 = "onnx-int8" if str(built_with).endswith(" (int8)") else "onnx"
-        same_model = str(built_with).removesuffix(" (int8)") == wanted.removesuffix(" (int8)")
+        backend = "onnx-int8" if str(built_with).endswith(INT8_MARK) else "onnx"
+        same_model = str(built_with).removesuffix(INT8_MARK) == wanted.removesuffix(INT8_MARK)
         raise ConfigError(
             f"the index was built with embedding model {built_with}, not {wanted}",
-            f"set embedding_backend = {int8} (RAG_ASSISTANT_EMBEDDING_BACKEND) for this index"
+            f"set embedding_backend = {backend} (RAG_ASSISTANT_EMBEDDING_BACKEND) for this index"
             if same_model
             else "use the same model, or a new --data-dir / collection for the other one",
         )
     return info
 
 
-def recorded_chunking(info: dict[str, Any], n_chunks: int) -> tuple[int, int] | None:
-    """(max tokens, overlap sentences) recorded in the store's info; None for an empty, new index."""
+def recorded_chunking(info: dict[str, Any], count_chunks: Callable[[], int]) -> tuple[int, int] | None:
+    """(max tokens, overlap sentences) recorded in the store's info; None for an empty, new index.
+    `count_chunks` is only called for an index older than the record (count() is slow on big stores)."""
     recorded = str(info.get("chunking", ""))
     if recorded:
         tokens, overlap = recorded.split("/")
         return int(tokens), int(overlap)
-    return LEGACY_CHUNKING if n_chunks else None
+    return LEGACY_CHUNKING if count_chunks() else None
 
 
 def index_chunking(info: dict[str, Any], store: VectorStore, settings: Settings) -> tuple[tuple[int, int], str | None]:
@@ -81,7 +83,7 @@ def index_chunking(info: dict[str, Any], store: VectorStore, settings: Settings)
     another. Chunking is fixed per index, like the embedding model: mixing two cuts in one index would make
     scores incomparable and re-chunking silently would re-embed everything."""
     wanted = (settings.chunk_max_tokens, settings.chunk_overlap_sentences)
-    built = recorded_chunking(info, 0 if info.get("chunking") else store.count())  # count() is slow on big stores
+    built = recorded_chunking(info, store.count)
     if built is None:
         return wanted, None
     asked = {"chunk_max_tokens", "chunk_overlap_sentences"} & settings.model_fields_set
