@@ -105,6 +105,11 @@ def main() -> None:
         rs = ratio[(name, bs)]
         note = f"x torch per round: {', '.join(f'{x:.2f}' for x in rs)}"
         rows.append(("speed", f"{name} bs={bs} texts/s (median)", U.median(values), note))
+    singles = U.queries(30)
+    for name, model in models.items():  # what a search pays: one short question at a time
+        model.encode(singles[:3])
+        times = [U.timed(lambda m=model, q=q: m.encode([q], normalize_embeddings=True))[0] * 1000 for q in singles]
+        rows.append(("speed", f"{name} single query ms (median)", U.median(times), f"{len(singles)} dev questions"))
 
     # agreement: unique chunks + queries, normalised vectors against torch
     qs = U.queries(30)
