@@ -66,7 +66,7 @@ class Settings(BaseSettings):
         "onnxruntime without importing torch: same vectors, ~1.1x ingest throughput, faster queries and a much "
         "faster first search in a new process; falls back to torch with a warning when it cannot be used. "
         "torch: the sentence-transformers model as is. onnx-int8: the export quantised to int8, ~2.3x ingest "
-        "throughput for slightly different vectors (about 1 point of nDCG@10 on the dev set); fixed per index, "
+        "throughput for slightly different vectors (under a point of nDCG@10 on the dev set); fixed per index, "
         "never falls back. See docs/benchmarks.md.",
     )
     embed_batch_size: int = Field(64, ge=1, description="Texts embedded per model call during ingest.")

@@ -1,6 +1,6 @@
 """The ONNX embedding backend: the model's transformer exported once, then run by onnxruntime with the
 model's own fast tokenizer and mean pooling, without importing torch (a search in a new process starts
-seconds sooner, and short queries embed ~3x faster than with torch).
+seconds sooner, and a question embeds 2-3x faster than with torch).
 
 sentence-transformers' own backend="onnx" needs optimum-onnx, whose newest release (0.1.0) pins
 transformers<4.58 and does not import under transformers 5 (which sentence-transformers 6 requires). So the
