@@ -59,8 +59,7 @@ def log(
     """Recent answers from the provenance log (question, citations, mode, timings)."""
     from datetime import datetime
 
-    from rich.markup import escape
-
+    from rag_assistant.cli.safe import safe
     from rag_assistant.provenance import log_path, recent
 
     settings = settings_from(ctx)
@@ -69,16 +68,16 @@ def log(
         print_json(rows)
         return
     if not rows:
-        err().print(f"No answers logged yet in {log_path(settings.data_dir)}.")
+        err().print(f"No answers logged yet in {safe(log_path(settings.data_dir))}.")
         return
     for row in rows:
         when = datetime.fromtimestamp(row["ts"]).strftime("%Y-%m-%d %H:%M:%S")
         cites = " ".join(f"[{c}]" for c in row["citations"]) or ("(abstained)" if row["abstained"] else "(none)")
         sess = f" session {row['session']}" if row["session"] else ""
-        out().print(f"[bold]#{row['id']}[/] {when} {row['kind']}{sess} · {row['mode']} · {escape(row['model'] or '')}")
-        out().print(f"  Q: {escape(row['question'])}")
-        out().print(f"  A: {escape(row['answer'][:200])}{'...' if len(row['answer']) > 200 else ''}")
-        out().print(f"  cited: {escape(cites)} · {row['timings'].get('total', 0):.2f}s")
+        out().print(f"[bold]#{row['id']}[/] {when} {row['kind']}{sess} · {row['mode']} · {safe(row['model'] or '')}")
+        out().print(f"  Q: {safe(row['question'])}")
+        out().print(f"  A: {safe(row['answer'][:200])}{'...' if len(row['answer']) > 200 else ''}")
+        out().print(f"  cited: {safe(cites)} · {row['timings'].get('total', 0):.2f}s")
 
 
 def register(app: typer.Typer) -> None:

@@ -60,19 +60,19 @@ def batch(
     if as_json:
         print_json(summary.as_dict())
     else:
-        from rich.markup import escape
+        from rag_assistant.cli.safe import safe
 
-        out().print(f"[bold]Batch done[/] -> {escape(summary.output)}")
+        out().print(f"[bold]Batch done[/] -> {safe(summary.output)}")
         for line in summary.lines():
-            out().print(f"  {escape(line)}")
+            out().print(f"  {safe(line)}")
         if summary.failed:
             shown = ", ".join(summary.failed_ids[:10]) + (" ..." if len(summary.failed_ids) > 10 else "")
             out().print(
-                f"[red]{summary.failed} question(s) failed[/] (ids {escape(shown)}): see their `error`; "
+                f"[red]{summary.failed} question(s) failed[/] (ids {safe(shown)}): see their `error`; "
                 "rerun the same command to retry them"
             )
         if summary.journal:
-            out().print(f"  journal kept for the retry: {escape(summary.journal)}")
+            out().print(f"  journal kept for the retry: {safe(summary.journal)}")
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
 
@@ -100,12 +100,12 @@ class _Progress:
         if self.bar is not None:
             self.bar.update(self.task, completed=event.done, total=event.total, failed=event.failed)
             return
-        from rich.markup import escape
+        from rag_assistant.cli.safe import safe
 
         line = f"[{event.done}/{event.total}] {event.row_id} {event.status} {event.seconds:.2f}s"
         if event.error:
             line += f": {event.error}"
-        err().print(escape(line), highlight=False)
+        err().print(safe(line), highlight=False)
 
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:

@@ -9,6 +9,7 @@ import typer
 
 from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
 from rag_assistant.cli.common import err, out, settings_from
+from rag_assistant.cli.safe import safe, tag
 
 if TYPE_CHECKING:
     from rag_assistant.chat import ChatSession
@@ -39,7 +40,7 @@ def chat(
     settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
     session = ChatSession(AnswerChain(settings))
     read = _reader(settings.data_dir)
-    out().print(f"rag-assistant chat · {_mode(session)} · session {session.id} · /help for commands")
+    out().print(f"rag-assistant chat · {safe(_mode(session))} · session {session.id} · /help for commands")
     while True:
         try:
             line = read().strip()
@@ -85,8 +86,6 @@ def _answer(session: ChatSession, question: str) -> None:
 
 
 def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
-    from rich.markup import escape
-
     from rag_assistant.cli.render import render_sources
 
     name, _, arg = line.partition(" ")
@@ -94,7 +93,7 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
     if name in ("/quit", "/exit", "/q"):
         return "quit"
     if name == "/help":
-        out().print(escape(HELP))
+        out().print(safe(HELP))
     elif name == "/sources":
         if session.last is None:
             out().print("No answer yet.")
@@ -107,8 +106,7 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
         for pid, paper in session.papers.items():
             mark = "cited" if pid in cited else "retrieved"
             out().print(
-                f"  [bold][{escape(pid)}][/] [dim]{mark} · {escape(paper.source)} #{paper.position}[/] "
-                f"{escape(paper.label)}"
+                f"  [bold]{tag(pid)}[/] [dim]{mark} · {safe(paper.source)} #{paper.position}[/] {safe(paper.label)}"
             )
     elif name == "/show":
         _show(session, arg.strip("[]"))
@@ -122,31 +120,30 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
             path = Path(arg).expanduser()
             try:
                 path.write_text(session.to_markdown(), encoding="utf-8")
-                out().print(f"Saved {len(session.turns)} turn(s) to {escape(str(path))}")
+                out().print(f"Saved {len(session.turns)} turn(s) to {safe(str(path))}")
             except OSError as exc:
-                err().print(f"[red]error:[/] cannot write {escape(str(path))}: {escape(exc.strerror or str(exc))}")
+                err().print(f"[red]error:[/] cannot write {safe(str(path))}: {safe(exc.strerror or str(exc))}")
     elif name == "/mode":
         _switch_mode(session, settings, arg)
     else:
-        out().print(f"Unknown command {escape(name)}; /help lists them.")
+        out().print(f"Unknown command {safe(name)}; /help lists them.")
     return None
 
 
 def _show(session: ChatSession, paper_id: str) -> None:
-    from rich.markup import escape
 
     if not paper_id:
         out().print("usage: /show ID")
         return
     paper = session.papers.get(paper_id) or session.chain.retriever.store.papers([paper_id]).get(paper_id)
     if paper is None:
-        out().print(f"No paper {escape(paper_id)} in the index.")
+        out().print(f"No paper {safe(paper_id)} in the index.")
         return
     session.papers.setdefault(paper.paper_id, paper)
-    out().print(f"[bold][{escape(paper.paper_id)}][/] [dim]{escape(paper.source)} #{paper.position}[/]")
+    out().print(f"[bold]{tag(paper.paper_id)}[/] [dim]{safe(paper.source)} #{paper.position}[/]")
     if paper.title:
-        out().print(f"[bold]{escape(paper.title)}[/]")
-    out().print(escape(paper.text))
+        out().print(f"[bold]{safe(paper.title)}[/]")
+    out().print(safe(paper.text))
 
 
 def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
@@ -154,7 +151,7 @@ def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
     from rag_assistant.errors import RagAssistantError
 
     if not arg:
-        out().print(_mode(session))
+        out().print(safe(_mode(session)))
         return
     if arg not in ("auto", "extractive", "llm"):
         out().print("usage: /mode auto|extractive|llm")
@@ -168,7 +165,7 @@ def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
         report_error(exc)
         return
     session.chain.settings = new
-    out().print(_mode(session))
+    out().print(safe(_mode(session)))
 
 
 def _reader(data_dir: Path):  # noqa: ANN202 - Callable[[], str]

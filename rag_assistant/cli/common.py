@@ -67,18 +67,17 @@ def print_json(data: Any) -> None:
 
 def report_error(exc: BaseException) -> int:
     """One line saying what happened, one saying how to fix it. Returns the exit code."""
-    from rich.markup import escape
-
+    from rag_assistant.cli.safe import safe
     from rag_assistant.errors import RagAssistantError
 
     if isinstance(exc, RagAssistantError):
         console = err()
-        console.print(f"[bold red]error:[/] {escape(exc.message)}")
+        console.print(f"[bold red]error:[/] {safe(exc.message)}")
         for line in exc.details[:50]:
-            console.print(f"  - {escape(line)}")
+            console.print(f"  - {safe(line)}")
         if len(exc.details) > 50:
             console.print(f"  ... and {len(exc.details) - 50} more")
         if exc.hint:
-            console.print(f"[yellow]hint:[/] {escape(exc.hint)}")
+            console.print(f"[yellow]hint:[/] {safe(exc.hint)}")
         return exc.exit_code
     raise exc

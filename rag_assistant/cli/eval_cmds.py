@@ -73,9 +73,9 @@ def eval_(
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")] = False,
 ) -> None:
     """Answer every question of DATASET and score retrieval, citations, support, abstention and latency."""
-    from rich.markup import escape
     from rich.table import Table
 
+    from rag_assistant.cli.safe import safe
     from rag_assistant.errors import ConfigError
     from rag_assistant.evaluate.compare import compare, load_summary
     from rag_assistant.evaluate.dataset import load_dataset
@@ -97,14 +97,14 @@ def eval_(
     paths = write_run(target, run, summary)
 
     for line in run.warnings[:20]:
-        err().print(f"[yellow]warning:[/] {escape(line)}")
+        err().print(f"[yellow]warning:[/] {safe(line)}")
     for item in summary["errors"][:20]:
-        err().print(f"[red]failed:[/] {escape(item['id'])}: {escape(item['error'] or '')}")
+        err().print(f"[red]failed:[/] {safe(item['id'])}: {safe(item['error'] or '')}")
     if as_json:
         print_json(summary)
     else:
         info = summary["run"]
-        table = Table(title=f"{escape(str(dataset))}: {len(items)} questions", title_justify="left")
+        table = Table(title=f"{safe(str(dataset))}: {len(items)} questions", title_justify="left")
         table.add_column("metric")
         table.add_column("all", justify="right")
         table.add_column("n", justify="right", style="dim")
@@ -112,11 +112,11 @@ def eval_(
             if name in summary["overall"]:
                 table.add_row(name, _fmt(summary["overall"][name]), str(summary["n"].get(name, "")))
         out().print(table)
-        model = f" ({escape(info['model'])})" if info["mode"] == "llm" else ""
-        out().print(f"answer mode: {info['mode']}{model} · k={info['k']} · judge: {escape(info['judge']['name'])}")
+        model = f" ({safe(info['model'])})" if info["mode"] == "llm" else ""
+        out().print(f"answer mode: {info['mode']}{model} · k={info['k']} · judge: {safe(info['judge']['name'])}")
         out().print(f"{len(items)} questions in {info['duration_s']:.1f}s; wrote:")
         for path in paths.values():
-            out().print(f"  {escape(str(path))}")
+            out().print(f"  {safe(str(path))}")
     if base is not None:
         (err() if as_json else out()).print(_delta_table(compare(base, summary), f"change vs {baseline}"))
     if summary["counts"]["errors"] == len(items):
@@ -130,8 +130,7 @@ def eval_compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print the deltas as JSON.")] = False,
 ) -> None:
     """Each metric of run B next to run A and the change (green: better, red: worse)."""
-    from rich.markup import escape
-
+    from rag_assistant.cli.safe import safe
     from rag_assistant.evaluate.compare import compare, describe, load_summary
 
     sa, sb = load_summary(a), load_summary(b)
@@ -139,8 +138,8 @@ def eval_compare(
     if as_json:
         print_json([r.as_dict() for r in rows])
         return
-    out().print(f"A: {escape(str(a))} [dim]({escape(describe(sa))})[/]")
-    out().print(f"B: {escape(str(b))} [dim]({escape(describe(sb))})[/]")
+    out().print(f"A: {safe(str(a))} [dim]({safe(describe(sa))})[/]")
+    out().print(f"B: {safe(str(b))} [dim]({safe(describe(sb))})[/]")
     out().print(_delta_table(rows, "B - A"))
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from rag_assistant.cli.common import err, out, print_json, progress_bar, settings_from
+from rag_assistant.cli.safe import safe, tag
 
 
 def ingest(
@@ -22,17 +23,15 @@ def ingest(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Parse, chunk, embed and store abstracts. Unchanged papers are skipped; changed ones replaced."""
-    from rich.markup import escape
-
     from rag_assistant.corpus import bundled_corpus_path, load_corpus
     from rag_assistant.index.ingest import ingest_papers
 
     settings = settings_from(ctx)
     loaded = load_corpus(list(paths) if paths else [bundled_corpus_path()], skip_bad=skip_bad)
     for line in loaded.errors:
-        err().print(f"[red]skipped:[/] {escape(line)}")
+        err().print(f"[red]skipped:[/] {safe(line)}")
     for line in loaded.warnings:
-        err().print(f"[yellow]warning:[/] {escape(line)}")
+        err().print(f"[yellow]warning:[/] {safe(line)}")
     with _progress() as (progress, task):
 
         def advance(done: int, total: int) -> None:
@@ -42,7 +41,7 @@ def ingest(
 
         report = ingest_papers(loaded.papers, settings, progress=advance)
     for line in report.warnings:
-        err().print(f"[yellow]warning:[/] {escape(line)}")
+        err().print(f"[yellow]warning:[/] {safe(line)}")
     report.warnings = loaded.warnings + [f"skipped: {e}" for e in loaded.errors] + report.warnings
     if as_json:
         print_json({**report.as_dict(), "files": [str(f) for f in loaded.files], "data_dir": settings.data_dir})
@@ -79,8 +78,6 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, best first.")] = False,
 ) -> None:
     """Hybrid (dense + keyword) search, one result per paper."""
-    from rich.markup import escape
-
     from rag_assistant.retrieve import Retriever
 
     settings = settings_from(ctx, top_k=k)
@@ -93,13 +90,13 @@ def search(
     for s in sources:
         dense = f"{s.dense_score:.3f}" if s.dense_score is not None else "-"
         out().print(
-            f"[bold]{s.rank}. [{escape(s.paper_id)}][/] score {s.score:.4f} (cosine {dense})  "
-            f"[dim]{escape(s.paper.source)} #{s.paper.position}[/]"
+            f"[bold]{s.rank}. {tag(s.paper_id)}[/] score {s.score:.4f} (cosine {dense})  "
+            f"[dim]{safe(s.paper.source)} #{s.paper.position}[/]"
         )
         if s.paper.title:
-            out().print(f"   {escape(s.paper.title)}")
+            out().print(f"   {safe(s.paper.title)}")
         snippet = s.chunks[0] if s.chunks else s.paper.text
-        out().print(f"   [dim]{escape(snippet[:240])}{'...' if len(snippet) > 240 else ''}[/]")
+        out().print(f"   [dim]{safe(snippet[:240])}{'...' if len(snippet) > 240 else ''}[/]")
 
 
 def stats(
@@ -134,9 +131,9 @@ def stats(
     for key, value in data.items():
         if key == "sources":
             for name, n in value.items():
-                out().print(f"  {name}: {n} papers")
+                out().print(f"  {safe(name)}: {n} papers")
         else:
-            out().print(f"{key}: {value}")
+            out().print(f"{key}: {safe(value)}")
 
 
 def _chunking_label(info: dict, chunks: int) -> str | None:

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.markup import escape
 
 from rag_assistant.answer.models import Answer
+from rag_assistant.cli.safe import clean, safe, tag
 
 
 def mode_line(answer: Answer) -> str:
@@ -19,8 +19,8 @@ def mode_line(answer: Answer) -> str:
 
 def render_answer(console: Console, answer: Answer, show_sources: bool = False) -> None:
     if answer.condensed_question:
-        console.print(f"[dim]searched for: {escape(answer.condensed_question)}[/]")
-    console.print(Markdown(answer.answer))
+        console.print(f"[dim]searched for: {safe(answer.condensed_question)}[/]")
+    console.print(Markdown(clean(answer.answer)))
     flagged = [s for s in answer.sentences if s.flags]
     if flagged:
         console.print(f"[yellow]{len(flagged)} sentence(s) flagged by the citation check (see warnings)[/]")
@@ -29,14 +29,12 @@ def render_answer(console: Console, answer: Answer, show_sources: bool = False) 
         for ref in answer.references:
             where = f"{ref.source} #{ref.position}"
             label = f"{ref.title}. " if ref.title else ""
-            console.print(
-                f"  [bold cyan][{escape(ref.paper_id)}][/] [dim]{escape(where)}[/] {escape(label + ref.snippet)}"
-            )
+            console.print(f"  [bold cyan]{tag(ref.paper_id)}[/] [dim]{safe(where)}[/] {safe(label + ref.snippet)}")
     if show_sources or answer.abstained:
         render_sources(console, answer, heading="Closest papers" if answer.abstained else "Sources")
     for warning in answer.warnings:
-        console.print(f"[yellow]warning:[/] {escape(warning)}")
-    console.print(f"[dim]{escape(mode_line(answer))} · {answer.timings.get('total', 0):.1f}s[/]")
+        console.print(f"[yellow]warning:[/] {safe(warning)}")
+    console.print(f"[dim]{safe(mode_line(answer))} · {answer.timings.get('total', 0):.1f}s[/]")
 
 
 def render_sources(console: Console, answer: Answer, heading: str = "Sources") -> None:
@@ -45,8 +43,8 @@ def render_sources(console: Console, answer: Answer, heading: str = "Sources") -
         dense = f"{s['dense_score']:.3f}" if s.get("dense_score") is not None else "-"
         snippet = (s.get("title") or s["text"])[:100]
         console.print(
-            f"  {s['rank']}. [bold][{escape(s['paper_id'])}][/] score {s['score']:.3f} cosine {dense} "
-            f"[dim]{escape(snippet)}...[/]"
+            f"  {s['rank']}. [bold]{tag(s['paper_id'])}[/] score {s['score']:.3f} cosine {dense} "
+            f"[dim]{safe(snippet)}...[/]"
         )
 
 
@@ -59,6 +57,6 @@ def stream_answer(console: Console, ask: Callable[[Callable[[str], None]], Answe
 
         def on_token(delta: str) -> None:
             parts.append(delta)
-            live.update(Markdown("".join(parts)))
+            live.update(Markdown(clean("".join(parts))))
 
         return ask(on_token)
