@@ -85,6 +85,21 @@ class Settings(BaseSettings):
         "chunk_max_tokens.",
     )
 
+    # -- input limits
+    max_abstract_chars: int = Field(
+        20_000,
+        ge=100,
+        description="Longest abstract ingested, in characters; a longer one is reported as bad input (skipped with "
+        "--skip-bad). Real abstracts are far shorter (ICML 2025's longest: 2,574), so a larger record is almost "
+        "always a whole paper or scraper junk, and would take minutes to embed.",
+    )
+    max_question_chars: int = Field(
+        2_000,
+        ge=50,
+        description="Longer questions are cut to this many characters, with a warning: the embedding model reads "
+        "about 1,000 characters anyway, and a pasted abstract still fits.",
+    )
+
     # -- retrieval
     top_k: int = Field(5, ge=1, le=100, description="Papers returned by search and passed to the answerer.")
     candidates: int = Field(

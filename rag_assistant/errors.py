@@ -50,3 +50,10 @@ class LLMError(RagAssistantError):
     """The LLM call failed (timeout, HTTP error, refused connection, malformed or empty completion)."""
 
     exit_code = 3
+
+
+class QuestionError(RagAssistantError):
+    """The question is empty or has no words; a usage error, so nothing is retrieved or logged. Not a
+    ConfigError: in a batch it fails its own row, not the whole run."""
+
+    exit_code = 2

@@ -27,7 +27,8 @@ def ingest(
     from rag_assistant.index.ingest import ingest_papers
 
     settings = settings_from(ctx)
-    loaded = load_corpus(list(paths) if paths else [bundled_corpus_path()], skip_bad=skip_bad)
+    paths = list(paths) if paths else [bundled_corpus_path()]
+    loaded = load_corpus(paths, skip_bad=skip_bad, max_abstract_chars=settings.max_abstract_chars)
     for line in loaded.errors:
         err().print(f"[red]skipped:[/] {safe(line)}")
     for line in loaded.warnings:

@@ -28,7 +28,7 @@ def bundled_corpus_path() -> Path:
 def expand_paths(paths: list[Path]) -> list[Path]:
     """Files as given, folders walked recursively for supported extensions, in a stable order."""
     files: list[Path] = []
-    for path in paths:
+    for path in (p.absolute() for p in paths):
         if not path.exists():
             raise CorpusError(f"{path}: no such file or folder", "check the path")
         if path.is_dir():
@@ -53,36 +53,42 @@ def id_prefixes(files: list[Path]) -> dict[Path, str]:
     return {f: (s if counts[s] == 1 else f.stem) for f, s in shorts.items()}
 
 
-def load_corpus(paths: list[Path], skip_bad: bool = False) -> CorpusLoad:
-    """Parse every file. Errors are collected (all of them, so the user fixes them in one go); with
-    skip_bad the bad files are left out, otherwise the caller must not write anything."""
+def _where(path: Path, paper: Paper) -> str:
+    return f"{path}:{paper.line}" if paper.line is not None else f"{path}: item {paper.position}"
+
+
+def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: int = 20_000) -> CorpusLoad:
+    """Parse every file. Problems are collected (all of them, so the user fixes them in one go), one per bad
+    file or record; with skip_bad the bad records (or unreadable files) are left out and the rest kept,
+    otherwise the caller must not write anything."""
     result = CorpusLoad(files=expand_paths(paths))
     prefixes = id_prefixes(result.files)
-    by_id: dict[str, Paper] = {}
+    by_id: dict[str, tuple[Path, Paper]] = {}
     by_text: dict[str, Paper] = {}
     for path in result.files:
         try:
-            papers = PARSERS[path.suffix.lower()](path, prefixes[path])
+            parsed = PARSERS[path.suffix.lower()](path, prefixes[path], max_abstract_chars)
         except CorpusError as exc:
             result.errors.append(str(exc))
             continue
-        for paper in papers:
-            where = f"{path}: paper {paper.position}"
+        result.errors.extend(parsed.problems)
+        for paper in parsed.papers:
+            where = _where(path, paper)
             if paper.paper_id in by_id:
-                first = by_id[paper.paper_id]
+                first_path, first = by_id[paper.paper_id]
                 if first.text_hash == paper.text_hash:
                     result.warnings.append(f"{where}: duplicate of {paper.paper_id}, skipped")
                 else:
                     result.errors.append(
-                        f"{where}: id '{paper.paper_id}' already used by {first.source} "
-                        f"paper {first.position} with a different abstract"
+                        f"{where}: id '{paper.paper_id}' already used by {_where(first_path, first)} "
+                        "with a different abstract"
                     )
                 continue
             if paper.text_hash in by_text:
                 other = by_text[paper.text_hash]
                 result.warnings.append(f"{where}: same abstract as {other.paper_id}, skipped")
                 continue
-            by_id[paper.paper_id] = paper
+            by_id[paper.paper_id] = (path, paper)
             by_text[paper.text_hash] = paper
             result.papers.append(paper)
     if result.errors and not skip_bad:

@@ -18,6 +18,8 @@ class Paper:
     position: int
     title: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # 1-based line of the record in its file, for messages; not stored in the index, not part of the identity.
+    line: int | None = field(default=None, compare=False)
 
     @property
     def content_hash(self) -> str:

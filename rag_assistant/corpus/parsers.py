@@ -7,6 +7,7 @@ import io
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,20 +54,43 @@ def _is_header(block: str) -> bool:
     return "\n" not in block.strip() and len(block) < 120 and not block.rstrip().endswith((".", "?", "!"))
 
 
-def parse_text(path: Path, id_prefix: str) -> list[Paper]:
+@dataclass
+class Parsed:
+    """A file's papers and the problems of its bad records (`file:line: problem`), which `--skip-bad` skips
+    while keeping the rest of the file. A file that cannot be read at all raises CorpusError instead."""
+
+    papers: list[Paper] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _too_long(text: str, where: str, max_chars: int) -> str | None:
+    if len(text) <= max_chars:
+        return None
+    return (
+        f"{where}: abstract is {len(text):,} characters, over the limit of {max_chars:,} "
+        "(raise max_abstract_chars, e.g. RAG_ASSISTANT_MAX_ABSTRACT_CHARS)"
+    )
+
+
+def parse_text(path: Path, id_prefix: str, max_chars: int) -> Parsed:
     """Blank-line separated abstracts, optionally after a one-line header."""
     text = read_text_file(path).replace("\r\n", "\n")
-    blocks = [b.strip() for b in re.split(r"\n\s*\n", text) if b.strip()]
-    if blocks and _is_header(blocks[0]) and len(blocks) > 1:
+    blocks = [
+        (m.group(0).strip(), text.count("\n", 0, m.start()) + 1) for m in re.finditer(r"\S(?:.|\n(?!\s*\n))*", text)
+    ]
+    if blocks and _is_header(blocks[0][0]) and len(blocks) > 1:
         blocks = blocks[1:]
-    papers = []
-    for position, block in enumerate(blocks):
-        body = " ".join(line.strip() for line in block.splitlines())
+    parsed = Parsed()
+    for position, (block, line) in enumerate(blocks):
+        body = " ".join(part.strip() for part in block.splitlines())
+        if problem := _too_long(body, f"{path}:{line}", max_chars):
+            parsed.problems.append(problem)
+            continue
         meta: dict[str, Any] = {}
         if urls := extract_urls(body):
             meta["urls"] = urls
-        papers.append(Paper(f"{id_prefix}:{position}", body, path.name, position, None, meta))
-    return papers
+        parsed.papers.append(Paper(f"{id_prefix}:{position}", body, path.name, position, None, meta, line))
+    return parsed
 
 
 def _pick(record: dict[str, Any], names: tuple[str, ...]) -> tuple[str | None, Any]:
@@ -77,8 +101,11 @@ def _pick(record: dict[str, Any], names: tuple[str, ...]) -> tuple[str | None, A
     return None, None
 
 
-def record_to_paper(record: dict[str, Any], path: Path, position: int, where: str, id_prefix: str) -> Paper:
+def record_to_paper(
+    record: dict[str, Any], path: Path, position: int, line: int | None, id_prefix: str, max_chars: int
+) -> Paper:
     """Map a JSON/CSV record (id, title, abstract + anything else kept as metadata) to a Paper."""
+    where = f"{path}:{line}" if line is not None else f"{path}: item {position}"
     text_key, text = _pick(record, TEXT_FIELDS)
     if not isinstance(text, str) or not text.strip():
         raise CorpusError(f"{where}: record has no abstract", "each record needs a non-empty 'abstract' field")
@@ -89,28 +116,42 @@ def record_to_paper(record: dict[str, Any], path: Path, position: int, where: st
     used = {text_key, id_key, title_key}
     meta = {k: v for k, v in record.items() if k not in used and v not in (None, "")}
     body = " ".join(text.split())
+    if problem := _too_long(body, where, max_chars):
+        raise CorpusError(problem)
     if urls := extract_urls(body):
         meta.setdefault("urls", urls)
-    return Paper(paper_id, body, path.name, position, title, meta)
+    return Paper(paper_id, body, path.name, position, title, meta, line)
 
 
-def parse_jsonl(path: Path, id_prefix: str) -> list[Paper]:
-    papers: list[Paper] = []
+def _add_record(parsed: Parsed, record: Any, path: Path, position: int, line: int | None, *rest: Any) -> None:
+    try:
+        if not isinstance(record, dict):
+            where = f"{path}:{line}" if line is not None else f"{path}: item {position}"
+            raise CorpusError(f"{where}: expected a JSON object, got {type(record).__name__}")
+        parsed.papers.append(record_to_paper(record, path, position, line, *rest))
+    except CorpusError as exc:
+        parsed.problems.append(str(exc))
+
+
+def parse_jsonl(path: Path, id_prefix: str, max_chars: int) -> Parsed:
+    """One JSON object per line. Positions count every non-blank line, bad ones included, so that fixing a
+    bad line later does not renumber the papers after it."""
+    parsed = Parsed()
+    position = 0
     for lineno, line in enumerate(read_text_file(path).splitlines(), start=1):
         if not line.strip():
             continue
-        where = f"{path}:{lineno}"
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where}: malformed JSON ({exc.msg})", "fix or remove that line") from None
-        if not isinstance(record, dict):
-            raise CorpusError(f"{where}: expected a JSON object per line")
-        papers.append(record_to_paper(record, path, len(papers), where, id_prefix))
-    return papers
+            parsed.problems.append(f"{path}:{lineno}: malformed JSON ({exc.msg})")
+        else:
+            _add_record(parsed, record, path, position, lineno, id_prefix, max_chars)
+        position += 1
+    return parsed
 
 
-def parse_json(path: Path, id_prefix: str) -> list[Paper]:
+def parse_json(path: Path, id_prefix: str, max_chars: int) -> Parsed:
     try:
         data = json.loads(read_text_file(path))
     except json.JSONDecodeError as exc:
@@ -119,16 +160,13 @@ def parse_json(path: Path, id_prefix: str) -> list[Paper]:
         data = next((v for v in data.values() if isinstance(v, list)), None)
     if not isinstance(data, list):
         raise CorpusError(f"{path}: expected a JSON array of paper objects")
-    papers = []
+    parsed = Parsed()
     for i, record in enumerate(data):
-        where = f"{path}: item {i}"
-        if not isinstance(record, dict):
-            raise CorpusError(f"{where}: expected an object")
-        papers.append(record_to_paper(record, path, i, where, id_prefix))
-    return papers
+        _add_record(parsed, record, path, i, None, id_prefix, max_chars)
+    return parsed
 
 
-def parse_csv(path: Path, id_prefix: str) -> list[Paper]:
+def parse_csv(path: Path, id_prefix: str, max_chars: int) -> Parsed:
     text = read_text_file(path)
     try:
         dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t")
@@ -137,16 +175,18 @@ def parse_csv(path: Path, id_prefix: str) -> list[Paper]:
     reader = csv.DictReader(io.StringIO(text), dialect=dialect)
     if not reader.fieldnames or not any(f.lower() in TEXT_FIELDS for f in reader.fieldnames if f):
         raise CorpusError(f"{path}: CSV needs an 'abstract' column", f"found {reader.fieldnames}")
-    papers = []
-    for row in reader:
-        where = f"{path}:{reader.line_num}"
+    parsed = Parsed()
+    for position, row in enumerate(reader):
         if None in row:
-            raise CorpusError(f"{where}: more fields than the header has", "quote fields containing commas")
-        papers.append(record_to_paper(dict(row), path, len(papers), where, id_prefix))
-    return papers
+            parsed.problems.append(
+                f"{path}:{reader.line_num}: more fields than the header has (quote fields with commas)"
+            )
+            continue
+        _add_record(parsed, dict(row), path, position, reader.line_num, id_prefix, max_chars)
+    return parsed
 
 
-PARSERS: dict[str, Callable[[Path, str], list[Paper]]] = {
+PARSERS: dict[str, Callable[[Path, str, int], Parsed]] = {
     ".txt": parse_text,
     ".md": parse_text,
     ".jsonl": parse_jsonl,
