@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.answer.models import Answer
+from rag_assistant.answer.question import check_question
 from rag_assistant.corpus.models import Paper
 from rag_assistant.text import content_words
 
@@ -127,6 +128,8 @@ class ChatSession:
         return Condensed(standalone, self.mentioned_ids(standalone))
 
     def ask(self, question: str, on_token=None) -> Answer:  # noqa: ANN001 - Callable[[str], None] | None
+        # checked before condensing, which may call the LLM: an empty question costs nothing and is not logged
+        question, notes = check_question(question, self.chain.settings.max_question_chars)
         condensed = self.condense(question)
         answer = self.chain.ask(
             question,
@@ -138,6 +141,7 @@ class ChatSession:
         )
         for source in answer.sources:
             self.papers.setdefault(source["paper_id"], _paper(source))
+        answer.warnings[:0] = notes
         self.turns.append(Turn(question, answer))
         return answer
 

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from rag_assistant.answer.citations import SupportScorer, references, verify
 from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.answer.question import check_question
 from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError
 from rag_assistant.retrieve import Retriever, Source
@@ -91,6 +92,7 @@ class AnswerChain:
     ) -> Answer:
         """Answer one question. `retrieval_query` (chat's standalone question) is what is retrieved for and
         answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply)."""
+        question, notes = check_question(question, self.settings.max_question_chars)
         started = time.perf_counter()
         answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
         if retrieval_query and retrieval_query != question:
@@ -128,6 +130,7 @@ class AnswerChain:
                 if not checked.citations:
                     answer.warnings.append("the answer cites no retrieved paper")
                 answer.timings["verify"] = round(time.perf_counter() - t, 4)
+        answer.warnings[:0] = notes
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         if self.log:
             from rag_assistant.provenance import record
