@@ -11,6 +11,7 @@ from rag_assistant.errors import EmptyIndexError
 from rag_assistant.index.embedding import Embedder, get_embedder
 from rag_assistant.index.ingest import check_model, sync_keyword_index
 from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.pending import unfinished_papers
 from rag_assistant.index.store import ChunkHit, VectorStore, open_store
 
 
@@ -105,11 +106,12 @@ class Retriever:
         k = k or self.settings.top_k
         if self.store.count() == 0:
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
-        check_model(self.store, self.settings)
+        info = check_model(self.store, self.settings)
+        hidden = unfinished_papers(self.store, info)  # half-written by an ingest that was killed or still runs
         n = max(self.settings.candidates, 4 * k)
         vector = self.embedder.embed([query])[0]
-        dense = self.store.query(vector.tolist(), n)
-        lexical = self.keyword.query(query, n)
+        dense = self.store.query(vector.tolist(), n, exclude=hidden)
+        lexical = self.keyword.query(query, n, exclude=hidden)
 
         aggs: dict[str, _Agg] = {}
         texts = {hit.chunk_id: hit.text for hit in dense}

@@ -9,7 +9,7 @@ import pytest
 from chroma_server import ChromaServer
 
 from rag_assistant.corpus import Paper
-from rag_assistant.index.store import ChromaStore, StoredChunk, VectorStore, paper_to_metadata
+from rag_assistant.index.store import RUN_KEY, ChromaStore, StoredChunk, VectorStore, paper_to_metadata
 
 
 @pytest.fixture(params=["embedded", "server"])
@@ -21,9 +21,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStor
             yield ChromaStore(None, "contract", url=server.url)
 
 
-def _chunks(paper: Paper, texts: list[str]) -> list[StoredChunk]:
+def _chunks(paper: Paper, texts: list[str], run: str = "") -> list[StoredChunk]:
     return [
-        StoredChunk(f"{paper.paper_id}#{i}", paper.paper_id, t, paper_to_metadata(paper, i, len(texts)))
+        StoredChunk(
+            f"{paper.paper_id}#{i}",
+            paper.paper_id,
+            t,
+            {**paper_to_metadata(paper, i, len(texts)), **({RUN_KEY: run} if run else {})},
+        )
         for i, t in enumerate(texts)
     ]
 
@@ -66,3 +71,15 @@ def test_store_contract(store: VectorStore) -> None:
 
     store.set_info({"revision": "r1"})
     assert store.get_info()["revision"] == "r1"
+
+    # A paper an ingest run wrote only in part is unfinished, and excluded papers never fill the candidates.
+    c = Paper("c:0", "Gamma abstract about kernels.", "c.txt", 0)
+    gamma = _chunks(c, ["gamma one", "gamma two", "gamma three"], run="run-2")
+    store.add(gamma[:2], [[0.0, 1.0, 0.0], [0.0, 0.99, 0.14]])
+    assert store.unfinished_papers(["run-2"]) == {"c:0"}
+    assert store.unfinished_papers(["run-1", "other"]) == set()
+    assert [h.paper_id for h in store.query([0.0, 1.0, 0.1], 2)] == ["c:0", "c:0"]
+    assert [h.chunk_id for h in store.query([0.0, 1.0, 0.1], 2, exclude={"c:0"})] == ["b:0#0", "a:0#0"]
+    assert store.query([0.0, 1.0, 0.1], 5, exclude={"a:0", "b:0", "c:0"}) == []
+    store.add(gamma[2:], [[0.0, 1.0, 0.0]])
+    assert store.unfinished_papers(["run-2"]) == set()

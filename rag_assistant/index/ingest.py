@@ -1,6 +1,7 @@
 """Ingest: papers -> chunks -> embeddings -> store, then the keyword index. Idempotent and crash-safe:
 chunk ids are deterministic and each chunk records its paper's hash and chunk count, so a paper whose
-chunks are missing or mixed (a killed run) is simply redone, and upserts never duplicate."""
+chunks are missing or mixed (a killed run) is simply redone, and upserts never duplicate. Until then search
+does not see it: each run registers itself as pending before writing (index/pending.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from rag_assistant.errors import ConfigError, CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordIndex
-from rag_assistant.index.store import StoredChunk, VectorStore, open_store, paper_to_metadata
+from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
+from rag_assistant.index.store import RUN_KEY, StoredChunk, VectorStore, open_store, paper_to_metadata
 
 EMBED_BATCH = 256  # chunks embedded and written per step: bounds memory and the work a kill loses
 INT8_MARK = " (int8)"  # model signature suffix of indexes embedded by the onnx-int8 backend
@@ -155,19 +157,22 @@ def ingest_papers(
         if KeywordIndex.stored_revision(keyword_dir(settings)) != revision:  # a killed run left it behind
             KeywordIndex(keyword_dir(settings)).build(store.iter_chunks(), revision)
             report.keyword_rebuilt = True
+        if pending_runs(info):  # a killed run had written everything, or left papers of other files
+            _settle(store, info, "", report)
         report.seconds = time.perf_counter() - started
         return report
 
     # Mark the store as changing before writing, so a kill leaves a revision the keyword index lacks.
-    revision = uuid.uuid4().hex
-    store.set_info(
-        {
-            **info,
-            "embedding_model": model_signature(settings),
-            "chunking": "/".join(map(str, chunking)),
-            "revision": revision,
-        }
-    )
+    # Registered as pending too: whatever this run writes stays hidden from search until it has settled.
+    before, revision = str(info.get("revision", "")), uuid.uuid4().hex
+    info = {
+        **info,
+        "embedding_model": model_signature(settings),
+        "chunking": "/".join(map(str, chunking)),
+        "revision": revision,
+    }
+    info = with_runs(info, [*pending_runs(info), revision])
+    store.set_info(info)
 
     count = token_counter(get_tokenizer(settings.embedding_model))
     chunks: list[tuple[Paper, Chunk, int]] = []
@@ -177,26 +182,36 @@ def ingest_papers(
 
     embedder = get_embedder(settings.embedding_model, settings.embedding_backend, settings.embed_batch_size)
     known = store.embeddings_for([c.text for _, c, _ in chunks])
-    report.chunks_embedded = _embed_and_store(chunks, embedder, store, progress, known)
+    report.chunks_embedded = _embed_and_store(chunks, embedder, store, progress, known, revision)
     report.chunks_added = len(chunks)
 
     new_ids = {c.chunk_id for _, c, _ in chunks}
     obsolete = [cid for p in todo if p.paper_id in states for cid in states[p.paper_id].chunk_ids]
     obsolete = [cid for cid in obsolete if cid not in new_ids]
     obsolete += [cid for cids in stale_papers.values() for cid in cids]
-    if obsolete:
-        store.delete(obsolete)
+    delete_by_paper(store, obsolete)
     report.chunks_deleted = len(obsolete)
     report.removed = len(stale_papers)
 
     keyword = KeywordIndex(keyword_dir(settings))
-    if keyword.can_update(str(info.get("revision", ""))):  # in step with the store before this run
+    if keyword.can_update(before):  # in step with the store before this run
         keyword.update([(c.chunk_id, c.text) for _, c, _ in chunks], obsolete, revision)
     else:
         keyword.build(store.iter_chunks(), revision)
     report.keyword_rebuilt = True
+    _settle(store, info, revision, report)  # last: until now a kill leaves this run pending
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: IngestReport) -> None:
+    settled, left = settle(store, info, finished)
+    store.set_info(settled)
+    if left:
+        report.warnings.append(
+            f"{left} paper(s) of an interrupted ingest are still incomplete and hidden from search: "
+            "ingest the files they came from again"
+        )
 
 
 def _embed_and_store(
@@ -205,6 +220,7 @@ def _embed_and_store(
     store: VectorStore,
     progress: Callable[[int, int], None] | None,
     known: dict[str, list[float]],
+    run: str,
 ) -> int:
     """Embed in length-sorted steps and write each step while the next one is embedded; returns how many
     texts were embedded. Texts in `known` (already stored), and repeats within a step, are embedded once.
@@ -212,7 +228,7 @@ def _embed_and_store(
     Padding is the main waste of a transformer batch, so chunks of similar length are embedded together
     (within a bounded window, to keep memory flat on huge corpora). Chroma writes run on one background
     thread: the model keeps both cores busy while the previous step is stored. A paper split across
-    steps is safe: a kill leaves it incomplete and the next ingest redoes it."""
+    steps is safe: its chunks carry the pending `run`, so a kill leaves it hidden until an ingest redoes it."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     ordered: list[tuple[Paper, Chunk, int]] = []
@@ -238,7 +254,8 @@ def _embed_and_store(
             embedded += len(missing)
             vectors = [known[t] if t in known else fresh[t] for t in texts]
             stored = [
-                StoredChunk(c.chunk_id, p.paper_id, c.text, paper_to_metadata(p, c.index, n)) for p, c, n in batch
+                StoredChunk(c.chunk_id, p.paper_id, c.text, {**paper_to_metadata(p, c.index, n), RUN_KEY: run})
+                for p, c, n in batch
             ]
             wait_for_write()
             pending = writer.submit(store.add, stored, vectors)

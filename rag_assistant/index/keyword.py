@@ -6,7 +6,7 @@ import json
 import logging
 import math
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -149,12 +149,21 @@ class KeywordIndex:
             out[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
         return out
 
-    def query(self, text: str, n: int) -> list[tuple[str, float]]:
-        """(chunk_id, bm25 score) best first; only chunks sharing at least one term."""
+    def query(self, text: str, n: int, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
+        """(chunk_id, bm25 score) best first; only chunks sharing at least one term and not of a paper in
+        `exclude` (masked before ranking, so excluded chunks never take a candidate's place)."""
         if self._retriever is None or not self._ids:
             return []
         known = [[t for t in query_terms(text) if t in self._retriever.vocab_dict]]
         if not known[0]:
             return []
-        docs, scores = self._retriever.retrieve(known, k=min(n, len(self._ids)), show_progress=False)
+        mask = self._mask(exclude) if exclude else None
+        docs, scores = self._retriever.retrieve(known, k=min(n, len(self._ids)), show_progress=False, weight_mask=mask)
         return [(self._ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+
+    def _mask(self, papers: Collection[str]) -> Any:  # noqa: ANN401 - numpy array
+        import numpy as np
+
+        return np.fromiter(
+            (cid.rsplit("#", 1)[0] not in papers for cid in self._ids), dtype=np.float32, count=len(self._ids)
+        )

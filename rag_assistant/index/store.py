@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -12,6 +12,8 @@ from urllib.parse import urlparse
 
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError, StoreUnavailableError
+
+RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class VectorStore(Protocol):
 
     def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None: ...
 
-    def query(self, embedding: Sequence[float], n: int) -> list[ChunkHit]: ...
+    def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]: ...
 
     def delete(self, chunk_ids: Sequence[str]) -> None: ...
 
@@ -59,6 +61,8 @@ class VectorStore(Protocol):
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]: ...
 
     def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]: ...
+
+    def unfinished_papers(self, runs: Sequence[str]) -> set[str]: ...
 
     def iter_chunks(self) -> Iterator[tuple[str, str]]: ...
 
@@ -174,13 +178,16 @@ class ChromaStore:
                     out.setdefault(text, [float(x) for x in vector])
         return out
 
-    def query(self, embedding: Sequence[float], n: int) -> list[ChunkHit]:
+    def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
+        """The `n` chunks nearest to `embedding`, leaving out the papers in `exclude` before ranking (filtering
+        afterwards would let one huge excluded paper fill every candidate)."""
         total = self.collection.count()
         if total == 0:
             return []
         res = self.collection.query(
             query_embeddings=[list(map(float, embedding))],
             n_results=min(n, total),
+            where={"paper_id": {"$nin": sorted(exclude)}} if exclude else None,
             include=["documents", "metadatas", "distances"],
         )
         hits = []
@@ -225,6 +232,12 @@ class ChromaStore:
             rows.extend(zip(res["ids"], res["metadatas"] or [], strict=False))
         return _states(rows)
 
+    def unfinished_papers(self, runs: Sequence[str]) -> set[str]:
+        """Papers holding a chunk written by one of these ingest runs that are not complete."""
+        res = self.collection.get(where={RUN_KEY: {"$in": list(runs)}}, include=["metadatas"])
+        touched = sorted({str(meta["paper_id"]) for meta in res["metadatas"] or []})
+        return {pid for pid, state in self.paper_states(touched).items() if not state.complete}
+
     def iter_chunks(self) -> Iterator[tuple[str, str]]:
         """Every (chunk_id, text), paged, in a stable order: what the keyword index is built from."""
         step = 5000
@@ -252,7 +265,8 @@ class ChromaStore:
             offset += len(res["ids"])
 
     def get_info(self) -> dict[str, Any]:
-        return dict(self.collection.metadata or {})
+        # Read afresh: a long-lived client (chat) must see another process's ingest start and finish.
+        return dict(self.client.get_collection(self.collection.name, embedding_function=None).metadata or {})
 
     def set_info(self, info: dict[str, Any]) -> None:
         self.collection.modify(metadata=info)
