@@ -47,9 +47,21 @@ class PromptError(RagAssistantError):
 
 
 class LLMError(RagAssistantError):
-    """The LLM call failed (timeout, HTTP error, refused connection, malformed or empty completion)."""
+    """The LLM call failed (timeout, HTTP error, refused connection, malformed or empty completion).
+    `reason` names the kind of failure (auth, connect, timeout, dropped, rate_limit, server, not_found,
+    malformed, empty, other): batch stops early on failures that would repeat for every question."""
 
     exit_code = 3
+
+    def __init__(
+        self, message: str, hint: str | None = None, details: list[str] | None = None, reason: str = "other"
+    ) -> None:
+        super().__init__(message, hint, details)
+        self.reason = reason
+
+
+class BatchStoppedError(LLMError):
+    """Batch stopped: several questions in a row failed alike (wrong key, server down or hanging)."""
 
 
 class QuestionError(RagAssistantError):

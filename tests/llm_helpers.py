@@ -1,4 +1,7 @@
-"""Helpers for tests that answer through the scripted OpenAI-compatible server."""
+"""Helpers for tests that answer through the scripted OpenAI-compatible server.
+
+The answer prompt labels its sources [1]..[k] (see rag_assistant/answer/llm.py); these helpers read the
+labels back from the request, so scripted answers cite the way a model would."""
 
 from __future__ import annotations
 
@@ -13,16 +16,16 @@ def user_text(req: dict[str, Any]) -> str:
 
 
 def source_ids(req: dict[str, Any]) -> list[str]:
-    """Paper ids in the order the answer prompt presented them."""
+    """Source labels in the order the answer prompt presented them."""
     return SOURCE_LINE.findall(user_text(req))
 
 
-def source_sentence(req: dict[str, Any], paper_id: str) -> str:
-    """The first sentence of that paper's abstract as shown in the prompt: a claim it certainly supports."""
+def source_sentence(req: dict[str, Any], label: str) -> str:
+    """The first sentence of that source's abstract as shown in the prompt: a claim it certainly supports."""
     for line in user_text(req).splitlines():
-        if line.startswith(f"[{paper_id}] "):
-            return line[len(paper_id) + 3 :].split(". ")[0]
-    raise KeyError(paper_id)
+        if line.startswith(f"[{label}] "):
+            return line[len(label) + 3 :].split(". ")[0]
+    raise KeyError(label)
 
 
 def cited_answer(req: dict[str, Any]) -> str:

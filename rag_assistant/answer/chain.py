@@ -6,14 +6,17 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from rag_assistant.answer.citations import SupportScorer, references, verify
+from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
 from rag_assistant.answer.models import Answer, Draft
 from rag_assistant.answer.question import check_question
+from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import Settings
+from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError
 from rag_assistant.retrieve import Retriever, Source
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
+MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found no answer in the retrieved abstracts."
 
 
 class Generator(Protocol):
@@ -116,19 +119,13 @@ class AnswerChain:
                 draft = self.generator.answer(query, sources)
             answer.timings["generate"] = round(time.perf_counter() - t, 4)
             answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
+            answer.warnings += draft.warnings
             if draft.abstained:
                 answer.abstained = True
                 answer.answer = ABSTAIN_TEXT if not draft.text else draft.text
             else:
                 t = time.perf_counter()
-                papers = [s.paper for s in sources]
-                scorer = SupportScorer(self.retriever.embedder.embed_cached)
-                checked = verify(draft.text, papers, scorer, self.settings.support_threshold)
-                answer.answer, answer.sentences = checked.text, checked.sentences
-                answer.citations, answer.warnings = checked.citations, checked.warnings
-                answer.references = references(checked.citations, papers)
-                if not checked.citations:
-                    answer.warnings.append("the answer cites no retrieved paper")
+                self._verify(answer, draft, [s.paper for s in sources])
                 answer.timings["verify"] = round(time.perf_counter() - t, 4)
         answer.warnings[:0] = notes
         answer.timings["total"] = round(time.perf_counter() - started, 4)
@@ -137,3 +134,20 @@ class AnswerChain:
 
             record(self.settings.data_dir, answer, kind=kind, session=session)
         return answer
+
+    def _verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None:
+        """Verify everything the generator wrote; abstention is decided here, on the whole answer: no valid
+        citation at all and nothing but the not-found phrase. Anything else is shown verified, with warnings."""
+        scorer = SupportScorer(self.retriever.embedder.embed_cached)
+        checked = verify(draft.text, papers, scorer, self.settings.support_threshold, labels=draft.labels)
+        if not checked.citations and is_not_found(draft.text, Resolver([p.paper_id for p in papers], draft.labels)):
+            answer.abstained = True
+            answer.answer = MODEL_ABSTAIN_TEXT
+            answer.warnings += [w for w in checked.warnings if w.startswith("removed")]
+            return
+        answer.answer, answer.sentences = checked.text, checked.sentences
+        answer.citations = checked.citations
+        answer.warnings += checked.warnings
+        answer.references = references(checked.citations, papers)
+        if not checked.citations:
+            answer.warnings.append("the answer cites no retrieved paper")

@@ -1,4 +1,4 @@
-"""Parse inline [paper_id] citations, drop those that point outside the retrieved sources, flag uncited
+"""Resolve every reference in an answer to a retrieved paper or remove and report it (refs.py), flag uncited
 sentences and score how well each cited abstract supports its sentence.
 
 Support score (offline, 0..1) of sentence s against abstract A:
@@ -9,20 +9,26 @@ A sentence copied from A scores 1.0; a faithful paraphrase ~0.6-0.8; an unrelate
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from rag_assistant.answer.models import Reference, SentenceCheck
+from rag_assistant.answer.refs import PREFIX, Resolver
 from rag_assistant.corpus.models import Paper
 from rag_assistant.text import split_sentences, stems
 
-BRACKET = re.compile(r"\[([^\[\]\n]{1,200})\]")
-MATH = re.compile(r"\$[^$]*\$")
-_CITE_AFTER_STOP = re.compile(r"([.!?])((?:\s*\[[^\[\]\n]{1,200}\])+)")
-_PREFIX = re.compile(r"^(?:paper|source|id|doc|ref)\s*[:#]?\s*", re.IGNORECASE)
-_ID_LIKE = re.compile(r"^(?:[\w.\-/]+:\d+|[0-9a-f]{8,}|\d{1,3})$", re.IGNORECASE)
+NOT_FOUND = "The corpus does not cover this question."
+_NOT_FOUND_LETTERS = "thecorpusdoesnotcoverthisquestion"
+_FILLER = 12  # letters around the phrase still counted as "only the phrase" ("Answer:", "Sorry,")
+_REF_LIST = re.compile(
+    r"^[ \t]*(?:#+[ \t]*|\*\*)?(?:references|sources|citations|bibliography|works cited)[ \t]*:?[ \t]*(?:\*\*)?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_LINK_DEFINITION = re.compile(r"^[ \t]*\[\^?[^\]\n]{1,80}\]:.*$\n?", re.MULTILINE)
+_EMPTY_GROUP = re.compile(r"\(\s*(?:see(?:\s+also)?|cf\.?|e\.g\.,?)?[\s,;]*\)|\[\s*\]")
+_LEADING_CITES = re.compile(r"^((?:\[[^\[\]]+\]\s*)+)(.*?)([.!?]?)$", re.DOTALL)
 
 
 @dataclass
@@ -33,56 +39,97 @@ class Verified:
     warnings: list[str]
 
 
-def _pieces(content: str) -> list[str]:
-    return [_PREFIX.sub("", p.strip()) for p in re.split(r"[,;]|\]\s*\[", content) if p.strip()]
+def _tidy(text: str) -> str:
+    text = _EMPTY_GROUP.sub("", text)
+    return re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", text)).strip()
 
 
-def is_citation(content: str, known: set[str]) -> bool:
-    """A bracket is a citation when its pieces are known ids or look like ids; [0, 1] in math is not."""
-    pieces = _pieces(content)
-    return bool(pieces) and all(p in known or _ID_LIKE.match(p) for p in pieces)
-
-
-def normalize(text: str) -> str:
-    """Move citations written after the full stop ("... memory. [004:17]") before it."""
-    return _CITE_AFTER_STOP.sub(lambda m: f"{m.group(2)}{m.group(1)}", text)
+def normalize(text: str, resolver: Resolver | None = None) -> str:
+    """Move references written after the full stop ("... memory. [004:17]") before it -- on the same line
+    only: a citation that starts a new line or paragraph is never carried back across the break."""
+    resolver = resolver or Resolver(())
+    spans = [s for s in resolver.find(text) if s.kind != "inline"]  # "Smith et al. (2023)" starts a sentence
+    out: list[str] = []
+    pos = i = 0
+    while i < len(spans):
+        j = i
+        while j + 1 < len(spans) and not text[spans[j].end : spans[j + 1].start].strip(" \t"):
+            j += 1
+        before = text[pos : spans[i].start].rstrip(" \t")
+        if before and before[-1] in ".!?" and not before.endswith("et al."):
+            stop = re.match(r"[ \t]*[.!?]", text[spans[j].end :])
+            out.append(f"{before[:-1]} {text[spans[i].start : spans[j].end]}{before[-1]}")
+            pos = spans[j].end + (stop.end() if stop else 0)
+        else:
+            out.append(text[pos : spans[j].end])
+            pos = spans[j].end
+        i = j + 1
+    return "".join(out) + text[pos:]
 
 
 def parse_citations(text: str, known: set[str]) -> list[str]:
-    """Every cited id in order of appearance (duplicates kept), math spans ignored."""
-    masked = MATH.sub(lambda m: " " * len(m.group(0)), text)
-    out: list[str] = []
-    for m in BRACKET.finditer(masked):
-        if is_citation(m.group(1), known):
-            out.extend(_pieces(m.group(1)))
-    return out
+    """Every piece of every bracketed reference, in order of appearance (duplicates kept), math ignored."""
+    resolver = Resolver(known)
+    return [
+        resolver.resolve(p) or PREFIX.sub("", p).strip()
+        for span in resolver.find(text)
+        if span.kind == "bracket"
+        for p in span.pieces
+    ]
 
 
-def strip_citations(text: str, known: set[str]) -> str:
-    masked = MATH.sub(lambda m: " " * len(m.group(0)), text)
-    spans = [m.span() for m in BRACKET.finditer(masked) if is_citation(m.group(1), known)]
-    for start, end in reversed(spans):
-        text = text[:start] + text[end:]
-    return re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"\s{2,}", " ", text)).strip()
+def strip_citations(text: str, known: set[str] | Resolver) -> str:
+    """The text without any reference (valid or not)."""
+    resolver = known if isinstance(known, Resolver) else Resolver(known)
+    for span in reversed(resolver.find(text)):
+        text = text[: span.start] + text[span.end :]
+    return _tidy(re.sub(r"\s+", " ", text))
 
 
-def _rewrite(sentence: str, known: set[str], valid: set[str]) -> tuple[str, list[str], list[str]]:
-    """Keep valid ids inside each citation bracket, drop the rest. Returns text, kept ids, dropped ids."""
+def is_not_found(text: str, resolver: Resolver) -> bool:
+    """True when the text is (essentially) only the not-found phrase, however often it is repeated."""
+    letters = re.sub(r"[^a-z]", "", strip_citations(text, resolver).lower())
+    rest = letters.replace(_NOT_FOUND_LETTERS, "")
+    return rest != letters and len(rest) <= _FILLER
+
+
+def _rewrite(sentence: str, resolver: Resolver) -> tuple[str, list[str], list[str]]:
+    """Every reference becomes its retrieved ids in brackets, or nothing. Returns text, kept ids, dropped
+    pieces (as written, for the warning)."""
     kept: list[str] = []
     dropped: list[str] = []
-    masked = MATH.sub(lambda m: " " * len(m.group(0)), sentence)
-    pieces: list[tuple[int, int, str]] = []
-    for m in BRACKET.finditer(masked):
-        if not is_citation(m.group(1), known):
-            continue
-        good = [p for p in _pieces(m.group(1)) if p in valid and p not in kept]  # once per sentence
-        dropped += [p for p in _pieces(m.group(1)) if p not in valid]
+    replacements: list[tuple[int, int, str]] = []
+    for span in resolver.find(sentence):
+        good: list[str] = []
+        for piece in span.pieces:
+            pid = None if span.kind == "inline" else resolver.resolve(piece)
+            if pid is None:
+                dropped.append(span.display(piece))
+            elif pid not in kept and pid not in good:  # each id once per sentence
+                good.append(pid)
         kept += good
-        pieces.append((m.start(), m.end(), "".join(f"[{g}]" for g in dict.fromkeys(good))))
-    for start, end, repl in reversed(pieces):
+        gap = " " if span.kind == "footnote" and good else ""  # "keys^1" -> "keys [004:17]"
+        replacements.append((span.start, span.end, gap + "".join(f"[{g}]" for g in good)))
+    for start, end, repl in reversed(replacements):
         sentence = sentence[:start] + repl + sentence[end:]
-    sentence = re.sub(r"\s+([.,;:!?])", r"\1", re.sub(r"\s{2,}", " ", sentence)).strip()
-    return sentence, list(dict.fromkeys(kept)), dropped
+    sentence = _tidy(sentence)
+    lead = _LEADING_CITES.match(sentence)
+    if lead and lead.group(2).strip():  # "[004:17] Claim." -> "Claim [004:17]."
+        sentence = f"{lead.group(2).strip()} {lead.group(1).strip()}{lead.group(3)}"
+    return sentence, kept, dropped
+
+
+def _cut_reference_lists(text: str) -> tuple[str, list[str]]:
+    """A trailing "References:" block and markdown link definitions ("[1]: ...", hidden when rendered)."""
+    warnings = []
+    heading = _REF_LIST.search(text)
+    if heading and text[heading.end() :].strip():
+        text = text[: heading.start()]
+        warnings.append("removed a reference list at the end of the answer (citations belong in the sentences)")
+    text, n = _LINK_DEFINITION.subn("", text)
+    if n:
+        warnings.append(f"removed {n} reference definition line(s) ('[label]: ...')")
+    return text, warnings
 
 
 class SupportScorer:
@@ -121,25 +168,31 @@ def verify(
     support_threshold: float,
     known_ids: set[str] | None = None,
     exempt: Callable[[str], bool] = lambda s: False,
+    labels: Mapping[str, str] | None = None,
 ) -> Verified:
-    """Check an answer against the papers it may cite. `known_ids` adds ids that exist in the corpus but
-    were not retrieved, so that they too are recognised as citations (and removed)."""
+    """Check an answer against the papers it may cite. Every reference (any shape, see refs.py) becomes the
+    retrieved paper id it names -- `labels` maps the prompt's short source labels -- or is removed and
+    reported. `known_ids` are corpus ids that were not retrieved, recognised as citations (and removed)."""
     papers = {p.paper_id: p for p in sources}
-    valid = set(papers)
-    known = valid | (known_ids or set())
-    warnings: list[str] = []
+    resolver = Resolver(papers, labels, known_ids or ())
+    body, warnings = _cut_reference_lists(text.strip())
     checks: list[SentenceCheck] = []
     paragraphs = []
-    for paragraph in re.split(r"\n\s*\n", normalize(text.strip())):
+    for paragraph in re.split(r"\n[ \t]*\n", normalize(body.strip(), resolver)):
         rendered = []
         for raw in split_sentences(paragraph):
-            sentence, kept, dropped = _rewrite(raw, known, valid)
-            if not strip_citations(sentence, known):
-                continue  # a stray citation with no words left
+            sentence, kept, dropped = _rewrite(raw, resolver)
+            removed = [f"removed citation {d}: not among the retrieved papers" for d in dropped]
+            if not re.search(r"\w", strip_citations(sentence, resolver)):
+                warnings += removed
+                if kept:
+                    ids = "".join(f"[{k}]" for k in kept)
+                    warnings.append(f"removed citation {ids} standing alone: no sentence before it on its line")
+                continue
             check = SentenceCheck(sentence, kept)
-            for pid in dict.fromkeys(dropped):
+            if dropped:
                 check.flags.append("invalid_citation_removed")
-                warnings.append(f"removed citation [{pid}]: not among the retrieved papers")
+                warnings += removed
             if not kept and not exempt(sentence):
                 check.flags.append("uncited")
                 warnings.append(f"sentence without a citation: {sentence[:80]!r}")
@@ -147,17 +200,27 @@ def verify(
             rendered.append(sentence)
         if rendered:
             paragraphs.append(" ".join(rendered))
+    _score(checks, papers, resolver, scorer, support_threshold, warnings)
+    cited = list(dict.fromkeys(pid for c in checks for pid in c.citations))
+    return Verified("\n\n".join(paragraphs), checks, cited, list(dict.fromkeys(warnings)))
 
+
+def _score(
+    checks: list[SentenceCheck],
+    papers: Mapping[str, Paper],
+    resolver: Resolver,
+    scorer: SupportScorer,
+    support_threshold: float,
+    warnings: list[str],
+) -> None:
     pairs = [(c, pid) for c in checks for pid in c.citations]
-    scores = scorer.score_many([strip_citations(c.text, known) for c, _ in pairs], [papers[p] for _, p in pairs])
-    for (check, pid), score in zip(pairs, scores, strict=True):
+    claims = [strip_citations(c.text, resolver) for c, _ in pairs]
+    for (check, pid), score in zip(pairs, scorer.score_many(claims, [papers[p] for _, p in pairs]), strict=True):
         check.support[pid] = score
     for check in checks:
         if check.support and max(check.support.values()) < support_threshold:
             check.flags.append("weak_support")
             warnings.append(f"weakly supported (score {max(check.support.values()):.2f}): {check.text[:80]!r}")
-    cited = list(dict.fromkeys(pid for c in checks for pid in c.citations))
-    return Verified("\n\n".join(paragraphs), checks, cited, list(dict.fromkeys(warnings)))
 
 
 def references(cited: list[str], sources: Sequence[Paper]) -> list[Reference]:

@@ -56,4 +56,6 @@ class Draft:
     model: str
     prompt_version: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
-    abstained: bool = False
+    abstained: bool = False  # the generator had nothing to say (extractive); LLM abstention is the chain's call
+    labels: dict[str, str] = field(default_factory=dict)  # short source label in the prompt -> paper id
+    warnings: list[str] = field(default_factory=list)  # e.g. the completion was cut at max_tokens

@@ -14,7 +14,7 @@ from rag_assistant.errors import PromptError
 # The variables each prompt must use, exactly: a template missing one would silently drop context,
 # an unknown one would fail at format time in the middle of an answer.
 EXPECTED: dict[str, frozenset[str]] = {
-    "answer_system": frozenset({"not_found"}),
+    "answer_system": frozenset({"not_found", "example"}),
     "answer_user": frozenset({"question", "sources"}),
     "condense": frozenset({"history", "question"}),
     "judge_support": frozenset({"sentence", "abstract"}),
