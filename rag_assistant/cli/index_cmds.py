@@ -107,6 +107,7 @@ def stats(
     """What the index holds and where it lives."""
     from rag_assistant.index.ingest import keyword_dir
     from rag_assistant.index.keyword import KeywordIndex
+    from rag_assistant.index.pending import unfinished_papers
     from rag_assistant.index.store import open_store
 
     settings = settings_from(ctx)
@@ -125,12 +126,19 @@ def stats(
         "embedding_model": info.get("embedding_model"),
         "chunking": _chunking_label(info, chunks),
         "keyword_index": "current" if keyword.revision == info.get("revision") else "stale (rebuilt on next search)",
+        "unfinished_papers": len(unfinished_papers(store, info)),  # hidden from search until ingested again
     }
     if as_json:
         print_json(data)
         return
     for key, value in data.items():
-        if key == "sources":
+        if key == "unfinished_papers":
+            if value:
+                out().print(
+                    f"[yellow]incomplete ingest:[/] {value} papers pending (hidden from search) — "
+                    "run `rag-assistant ingest` again, unless one is still running"
+                )
+        elif key == "sources":
             for name, n in value.items():
                 out().print(f"  {safe(name)}: {n} papers")
         else:
