@@ -39,15 +39,19 @@ __all__ = [
     "garbage",
     "empty",
     "drop",
+    "Cut",
+    "cut",
 ]
 
 
 @dataclass(frozen=True)
 class Reply:
-    """Normal reply; streamed in ``chunks`` content deltas when the request asks for streaming."""
+    """Normal reply; streamed in ``chunks`` content deltas when the request asks for streaming.
+    ``finish="length"`` says the completion was cut at max_tokens."""
 
     text: str
     chunks: int = 4
+    finish: str = "stop"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class ReplyFn:
     """Reply whose content is ``fn(request_json)``."""
 
     fn: Responder
+    finish: str = "stop"
 
 
 @dataclass
@@ -99,10 +104,17 @@ class Drop:
     """Close the connection without sending any response."""
 
 
-Step = Reply | ReplyFn | Status | Delay | Garbage | Empty | Drop
+@dataclass(frozen=True)
+class Cut:
+    """Start answering (status 200, then ``text``: one SSE chunk, or part of a promised body) and close."""
+
+    text: str = "ShadowKV stores"
+
+
+Step = Reply | ReplyFn | Status | Delay | Garbage | Empty | Drop | Cut
 DefaultResponder = Callable[[dict[str, Any]], "str | Step"]  # a default may also answer with a Step
 # Lower-case helper aliases: reply("hi"), status(429), delay(2, then=reply("x")), drop(), ...
-reply, reply_fn, status, delay, garbage, empty, drop = Reply, ReplyFn, Status, Delay, Garbage, Empty, Drop
+reply, reply_fn, status, delay, garbage, empty, drop, cut = Reply, ReplyFn, Status, Delay, Garbage, Empty, Drop, Cut
 
 
 def _count_tokens(req: dict[str, Any]) -> int:
@@ -187,6 +199,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(step.then, req, chat)
         elif isinstance(step, Drop):
             self._drop()
+        elif isinstance(step, Cut):
+            self._cut(step.text, bool(req.get("stream")))
         elif isinstance(step, Garbage):
             self._send(200, step.body)
         elif isinstance(step, Status):
@@ -198,9 +212,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(step, Empty):
             self._complete(req, "", chat, no_choices=step.no_choices)
         elif isinstance(step, Reply):
-            self._complete(req, step.text, chat, chunks=step.chunks)
+            self._complete(req, step.text, chat, chunks=step.chunks, finish=step.finish)
         elif isinstance(step, ReplyFn):
-            self._complete(req, step.fn(req), chat)
+            self._complete(req, step.fn(req), chat, finish=step.finish)
         else:
             result = owner.default(req) if callable(owner.default) else owner.default
             if isinstance(result, str):
@@ -210,7 +224,34 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._answer(result, req, chat)
 
-    def _complete(self, req: dict[str, Any], text: str, chat: bool, chunks: int = 4, no_choices: bool = False) -> None:
+    def _cut(self, text: str, stream: bool) -> None:
+        self.send_response(200)
+        if stream:
+            # Chunked like real servers, so that the client sees the body end early (RemoteProtocolError).
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+            chunk["choices"] = [{"index": 0, "delta": {"content": text}, "finish_reason": None}]
+            event = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+            self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+        else:
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(b'{"id": "x", "choices": [{"message": {"content": "' + text.encode())
+        self.wfile.flush()
+        self._drop()
+
+    def _complete(
+        self,
+        req: dict[str, Any],
+        text: str,
+        chat: bool,
+        chunks: int = 4,
+        no_choices: bool = False,
+        finish: str = "stop",
+    ) -> None:
         model = str(req.get("model") or self.server.owner.models[0])
         base = {
             "id": ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex[:24],
@@ -225,7 +266,7 @@ class _Handler(BaseHTTPRequestHandler):
             return {"index": 0, **part, "logprobs": None, "finish_reason": finish}
 
         if not req.get("stream"):
-            choices = [] if no_choices else [choice({"role": "assistant", "content": text}, "stop")]
+            choices = [] if no_choices else [choice({"role": "assistant", "content": text}, finish)]
             obj = "chat.completion" if chat else "text_completion"
             self._send(200, {**base, "object": obj, "choices": choices, "usage": usage})
             return
@@ -242,7 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
             parts = [text[i : i + size] for i in range(0, len(text), size)]
             deltas = [{"role": "assistant", "content": ""}] + [{"content": p} for p in parts]
             events += [([choice(d, None)], None) for d in deltas[0 if chat else 1 :]]
-            events.append(([choice({} if chat else {"content": ""}, "stop")], None))
+            events.append(([choice({} if chat else {"content": ""}, finish)], None))
         if include_usage:
             events.append(([], usage))
         for choices, usage_ in events:
@@ -344,3 +385,46 @@ class FakeLLMServer:
         with self._lock:
             self._requests.append(req)
             return self._queue.popleft() if self._queue else None
+
+
+# -- Named scenarios: what real models and servers did to the chain (issue 12). Each is a list of steps.
+NOT_FOUND = "The corpus does not cover this question."
+FABRICATED = ["[FAKE-1]", "[FAKE_2]", "[arXiv:2401.12345]", "[Smith et al., 2023]", "[doc-7]", "[9]", "[777:1]"]
+
+
+def _top(req: dict[str, Any]) -> str:
+    """The first source sentence of the prompt (labelled [1]), i.e. a claim the top paper supports."""
+    text = str(req["messages"][-1]["content"])
+    line = next(x for x in text.splitlines() if x.startswith("[1] "))
+    return line[4:].split(". ")[0]
+
+
+def _echo(req: dict[str, Any]) -> str:
+    return "\n\n".join(str(m.get("content")) for m in req["messages"])
+
+
+SCENARIOS: dict[str, list[Step]] = {
+    "not_found_then_fabricated": [
+        Reply(
+            "The corpus does not cover this question in every detail, but ShadowKV relates to quantum annealing "
+            "[777:1]. It was published in Nature in 2019 [004:99]."
+        )
+    ],
+    "echoes_prompt": [ReplyFn(_echo)],
+    "not_found_only": [Reply(NOT_FOUND)],
+    "not_found_twice_with_fake_id": [Reply(f"{NOT_FOUND} [FAKE-1]\n\n{NOT_FOUND}")],
+    "fabricated_shapes": [
+        ReplyFn(lambda req: " ".join(f"{_top(req)} {ref}." for ref in FABRICATED) + " A claim (Smith et al., 2023).")
+    ],
+    "valid_and_fabricated_together": [ReplyFn(lambda req: f"{_top(req)} [1][FAKE_2].")],
+    "footnotes_and_reference_list": [
+        ReplyFn(lambda req: f"{_top(req)}.^3 It is fast.\u00b2\n\nReferences:\n[1] Smith et al. 2023. ShadowKV.")
+    ],
+    "citation_after_blank_line": [ReplyFn(lambda req: f"It has many applications.\n\n[1] {_top(req)}.\n\n[1].")],
+    "truncated_at_max_tokens": [ReplyFn(lambda req: f"{_top(req)} [1]. 7. [00", finish="length")],
+    "huge_completion": [Reply("ShadowKV stores keys [1]. " * 5000)],
+    "auth_rejected": [Status(401)] * 50,
+    "hanging": [Delay(30)] * 50,
+    "dropped_mid_stream": [Cut()] * 50,
+    "retry_after_too_long": [Status(429, headers={"retry-after": "120"})] * 50,
+}
