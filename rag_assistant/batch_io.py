@@ -101,9 +101,13 @@ def read_input(path: Path) -> list[InputRow]:
     return rows
 
 
+ID_COLUMNS = ("id", "qid", "question_id")
+
+
 def _row(line: int, record: dict[str, Any], where: str) -> InputRow:
-    raw_id = record.get("id")
-    row_id = str(line) if raw_id is None or str(raw_id).strip() == "" else str(raw_id).strip()
+    # the first id-like column the user filled in names the row (headings, journal, output), else its line
+    raw_id = next((record[k] for k in ID_COLUMNS if str(record.get(k) or "").strip()), None)
+    row_id = str(line) if raw_id is None else str(raw_id).strip()
     extra = {k if k not in RESERVED else f"input_{k}": v for k, v in record.items() if k not in ("id", "question")}
     question = record.get("question")
     if not isinstance(question, str):

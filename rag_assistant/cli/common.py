@@ -21,7 +21,7 @@ def out() -> Console:
     if "out" not in _consoles:
         from rich.console import Console
 
-        _consoles["out"] = Console(highlight=False, soft_wrap=True)
+        _consoles["out"] = _wrapping(Console(highlight=False))
     return _consoles["out"]
 
 
@@ -29,8 +29,15 @@ def err() -> Console:
     if "err" not in _consoles:
         from rich.console import Console
 
-        _consoles["err"] = Console(stderr=True, highlight=False, soft_wrap=True)
+        _consoles["err"] = _wrapping(Console(stderr=True, highlight=False))
     return _consoles["err"]
+
+
+def _wrapping(console: Console) -> Console:
+    """Word-wrapped to the window on a terminal (the terminal itself would cut words in half); one line per
+    line in pipes and files, so that output stays greppable."""
+    console.soft_wrap = not console.is_terminal
+    return console
 
 
 def progress_bar(label: str, *columns: Any) -> Any:

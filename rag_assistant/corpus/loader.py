@@ -72,6 +72,12 @@ def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: i
             result.errors.append(str(exc))
             continue
         result.errors.extend(parsed.problems)
+        if renamed := [p for p in parsed.papers if "original_id" in p.metadata]:
+            first = renamed[0]
+            result.warnings.append(
+                f"{path}: {len(renamed)} id(s) rewritten to be citable as [id], e.g. "
+                f"{first.metadata['original_id']!r} -> {first.paper_id!r} (the original is kept as original_id)"
+            )
         for paper in parsed.papers:
             where = _where(path, paper)
             if paper.paper_id in by_id:

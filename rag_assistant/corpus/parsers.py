@@ -93,6 +93,21 @@ def parse_text(path: Path, id_prefix: str, max_chars: int) -> Parsed:
     return parsed
 
 
+_ID_BREAKERS = re.compile(r"[\s,;]+")
+_ID_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def citable_id(raw: str) -> str:
+    """An id that survives being cited as `[id]` and listed as `[id1, id2]`: outer brackets dropped
+    (`[z9]` -> `z9`), inner ones turned into parentheses (`a[1]` -> `a(1)`), whitespace, commas and
+    semicolons into `_`, control characters removed. Scraped ids come in all these shapes."""
+    text = _ID_CONTROL.sub("", raw).strip()
+    while len(text) >= 2 and text[0] == "[" and text[-1] == "]":
+        text = text[1:-1].strip()
+    text = text.replace("[", "(").replace("]", ")")
+    return _ID_BREAKERS.sub("_", text).strip("_")
+
+
 def _pick(record: dict[str, Any], names: tuple[str, ...]) -> tuple[str | None, Any]:
     lowered = {k.lower(): k for k in record}
     for name in names:
@@ -110,11 +125,14 @@ def record_to_paper(
     if not isinstance(text, str) or not text.strip():
         raise CorpusError(f"{where}: record has no abstract", "each record needs a non-empty 'abstract' field")
     id_key, raw_id = _pick(record, ID_FIELDS)
-    paper_id = str(raw_id).strip() if raw_id not in (None, "") else f"{id_prefix}:{position}"
+    paper_id = citable_id(str(raw_id)) if raw_id not in (None, "") else ""
+    paper_id = paper_id or f"{id_prefix}:{position}"
     title_key, title = _pick(record, TITLE_FIELDS)
     title = title.strip() if isinstance(title, str) and title.strip() else None
     used = {text_key, id_key, title_key}
     meta = {k: v for k, v in record.items() if k not in used and v not in (None, "")}
+    if id_key and str(raw_id) != paper_id:
+        meta["original_id"] = raw_id  # rewritten to be citable; the original stays traceable
     body = " ".join(text.split())
     if problem := _too_long(body, where, max_chars):
         raise CorpusError(problem)
