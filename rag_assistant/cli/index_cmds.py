@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -33,14 +35,20 @@ def ingest(
         err().print(f"[red]skipped:[/] {safe(line)}")
     for line in loaded.warnings:
         err().print(f"[yellow]warning:[/] {safe(line)}")
-    with _progress() as (progress, task):
+    with _progress() as (progress, task), _sigterm_as_ctrl_c():
 
         def advance(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total, visible=True)
             if not err().is_terminal:  # logs and pipes get plain lines instead of a bar
                 err().print(f"embedded {done}/{total} chunks")
 
-        report = ingest_papers(loaded.papers, settings, progress=advance)
+        try:
+            report = ingest_papers(loaded.papers, settings, progress=advance)
+        except KeyboardInterrupt:
+            err().print(
+                "[yellow]ingest interrupted:[/] papers it did not finish stay hidden from search until you run it again"
+            )
+            raise
     for line in report.warnings:
         err().print(f"[yellow]warning:[/] {safe(line)}")
     report.warnings = loaded.warnings + [f"skipped: {e}" for e in loaded.errors] + report.warnings
@@ -56,6 +64,22 @@ def ingest(
     )
     if loaded.errors:
         raise typer.Exit(1)
+
+
+@contextmanager
+def _sigterm_as_ctrl_c() -> Iterator[None]:
+    """`kill` or a service stop ends an ingest like Ctrl-C: the write in flight completes and the user is told.
+    Only tidiness: the index is safe from any kill, SIGKILL included (index/pending.py)."""
+    import signal
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class _progress:
