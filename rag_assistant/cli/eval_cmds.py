@@ -71,6 +71,17 @@ def eval_(
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N questions.", min=1)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")] = False,
+    retrieval_only: Annotated[
+        bool, typer.Option("--retrieval-only", help="Score the ranking only, without answering (fast).")
+    ] = False,
+    tags: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            help="Only questions carrying this tag; a comma list means any of them, a repeated --tag all of them.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Answer every question of DATASET and score retrieval, citations, support, abstention and latency."""
     from rich.table import Table
@@ -81,17 +92,23 @@ def eval_(
     from rag_assistant.evaluate.dataset import load_dataset
     from rag_assistant.evaluate.judge import Judge, LLMJudge, OfflineJudge
     from rag_assistant.evaluate.report import main_metrics, summarize, write_run
+    from rag_assistant.evaluate.retrieval_run import run_retrieval, select_tags
     from rag_assistant.evaluate.runner import run_eval
 
     if judge_base_url and not judge:
         raise ConfigError("--judge-base-url needs --judge MODEL", "name the judge model with --judge")
     settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
-    items = load_dataset(dataset, limit)
+    items = load_dataset(dataset, None if tags else limit)
+    if tags:  # filter first, then take the first --limit of what is left
+        items = select_tags(items, tags)[:limit]
     base = load_summary(baseline) if baseline else None
     scorer: Judge = LLMJudge(settings, judge, judge_base_url) if judge else OfflineJudge(settings.support_threshold)
 
     with _progress(len(items)) as advance:
-        run = run_eval(items, settings, scorer, k=settings.top_k, on_progress=advance)
+        if retrieval_only:
+            run = run_retrieval(items, settings, k=settings.top_k, on_progress=advance)
+        else:
+            run = run_eval(items, settings, scorer, k=settings.top_k, on_progress=advance)
     summary = summarize(run, dataset)
     target = out_dir or _default_out(run.info["mode"])
     paths = write_run(target, run, summary)
@@ -113,6 +130,7 @@ def eval_(
                 table.add_row(name, _fmt(summary["overall"][name]), str(summary["n"].get(name, "")))
         out().print(table)
         model = f" ({safe(info['model'])})" if info["mode"] == "llm" else ""
+        model += f" · search p50 {info['search_p50_s'] * 1000:.0f} ms" if retrieval_only else ""
         out().print(f"answer mode: {info['mode']}{model} · k={info['k']} · judge: {safe(info['judge']['name'])}")
         out().print(f"{len(items)} questions in {info['duration_s']:.1f}s; wrote:")
         for path in paths.values():
