@@ -37,15 +37,25 @@ from rag_assistant.batch_io import (
     write_markdown,
 )
 from rag_assistant.config import Settings
-from rag_assistant.errors import ConfigError, IndexStoreError, PromptError, RagAssistantError
+from rag_assistant.errors import (
+    STOP_AFTER,
+    SYSTEMIC_REASONS,
+    BatchStoppedError,
+    ConfigError,
+    IndexStoreError,
+    LLMError,
+    PromptError,
+    RagAssistantError,
+)
 
 if TYPE_CHECKING:
     from rag_assistant.answer.chain import Generator
     from rag_assistant.retrieve import Source
 
 # Errors that would fail every question alike (no index, bad settings, broken prompt): stop the batch
-# instead of writing the same failure thousands of times. LLM errors stay per question.
-FATAL = (IndexStoreError, ConfigError, PromptError)
+# instead of writing the same failure thousands of times. LLM errors stay per question, except that
+# STOP_AFTER systemic failures of one kind in a row stop the batch too (errors.SYSTEMIC_REASONS).
+FATAL = (IndexStoreError, ConfigError, PromptError, BatchStoppedError)
 
 
 class Chain(Protocol):
@@ -131,9 +141,13 @@ class Answerer:
     """One chain shared by the worker threads; see the module docstring for the locking."""
 
     def __init__(self, settings: Settings, k: int | None, session: str, chain: Chain | None = None) -> None:
+        from rag_assistant.answer.redact import secrets_of
+
         self.lock = threading.Lock()
         self.k = k
         self.session = session
+        self.secrets = secrets_of(settings)
+        self.streak: list[str] = []  # reasons of the systemic failures since the last success
         if chain is None:
             from rag_assistant.answer.chain import AnswerChain, make_generator
             from rag_assistant.retrieve import Retriever
@@ -165,15 +179,35 @@ class Answerer:
             with self.lock:
                 started = time.perf_counter()  # waiting for other questions' CPU work is not this one's time
                 answer = self.chain.ask(row.question, self.k, kind="batch", session=self.session)
+            self._count(None)
         except FATAL:
             raise
         except RagAssistantError as exc:
-            answer = Answer(question=row.question, mode=self.mode, model=self.model, error=str(exc))
+            self._count(exc)
+            answer = Answer(question=row.question, mode=self.mode, model=self.model, error=self._clean(str(exc)))
         except Exception as exc:  # one odd question must not sink a long batch; the error is kept
-            error = f"{type(exc).__name__}: {exc}"
+            error = self._clean(f"{type(exc).__name__}: {exc}")
             answer = Answer(question=row.question, mode=self.mode, model=self.model, error=error)
         answer.timings.setdefault("total", round(time.perf_counter() - started, 4))
         return make_record(row, answer)
+
+    def _clean(self, text: str) -> str:
+        from rag_assistant.answer.redact import scrub
+
+        return scrub(text, self.secrets)
+
+    def _count(self, exc: RagAssistantError | None) -> None:
+        """Raise BatchStoppedError on the STOP_AFTER-th systemic failure of one kind in a row."""
+        reason = exc.reason if isinstance(exc, LLMError) and exc.reason in SYSTEMIC_REASONS else None
+        with self.lock:
+            self.streak = [] if reason is None else [*self.streak, reason] if self.streak[-1:] == [reason] else [reason]
+            stop = len(self.streak) >= STOP_AFTER
+        if stop and exc is not None:
+            raise BatchStoppedError(
+                f"stopped: {STOP_AFTER} questions in a row failed alike: {self._clean(exc.message)}",
+                (exc.hint + "; " if exc.hint else "") + "rerun the same command to resume once it is fixed",
+                reason=reason or "other",
+            ) from None
 
 
 def journal_path(output: Path) -> Path:

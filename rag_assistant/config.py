@@ -185,7 +185,7 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         os.environ[CONFIG_ENV] = str(config_file)
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**given)
+        settings = Settings(**given)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "settings"
@@ -195,3 +195,26 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         ) from None
     except Exception as exc:  # a malformed TOML file surfaces as a decode error
         raise ConfigError(f"cannot read settings: {exc}", f"check {default_config_file()}") from None
+    secure_data_dir(settings.data_dir)
+    return settings
+
+
+def secure_data_dir(path: Path) -> None:
+    """The data dir holds every question and answer (the provenance log): make it 0700 and its files 0600.
+    The umask makes what this process writes later (Chroma, the keyword index, the log, batch and eval
+    outputs, which hold questions and answers too) private from the start; an older, readable data dir is
+    tightened here."""
+    os.umask(0o077)
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if path.stat().st_uid != os.getuid():
+            return  # not ours to change
+        for folder, _dirs, files in os.walk(path):
+            os.chmod(folder, 0o700)
+            for name in files:
+                file = Path(folder, name)
+                if file.stat().st_mode & 0o077:
+                    file.chmod(0o600)
+    except OSError as exc:
+        message = f"cannot prepare the data dir {path}: {exc.strerror}"
+        raise ConfigError(message, "check RAG_ASSISTANT_DATA_DIR") from None

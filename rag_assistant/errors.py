@@ -69,3 +69,15 @@ class QuestionError(RagAssistantError):
     ConfigError: in a batch it fails its own row, not the whole run."""
 
     exit_code = 2
+
+
+class OutputError(RagAssistantError):
+    """An output path cannot be used (it is a file, or it holds an earlier run that --force would replace)."""
+
+    exit_code = 2
+
+
+# LLM failures that would repeat for every question (wrong key, server down or hanging, unknown model):
+# batch and eval stop after STOP_AFTER of one kind in a row instead of paying retries and timeouts per row.
+SYSTEMIC_REASONS = frozenset({"auth", "connect", "timeout", "not_found"})
+STOP_AFTER = 3

@@ -71,6 +71,7 @@ def eval_(
     ] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N questions.", min=1)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace the run already in --out.")] = False,
     retrieval_only: Annotated[
         bool, typer.Option("--retrieval-only", help="Score the ranking only, without answering (fast).")
     ] = False,
@@ -91,7 +92,7 @@ def eval_(
     from rag_assistant.evaluate.compare import compare, load_summary
     from rag_assistant.evaluate.dataset import load_dataset
     from rag_assistant.evaluate.judge import Judge, LLMJudge, OfflineJudge
-    from rag_assistant.evaluate.report import main_metrics, summarize, write_run
+    from rag_assistant.evaluate.report import check_run_dir, main_metrics, summarize, write_run
     from rag_assistant.evaluate.retrieval_run import run_retrieval, select_tags
     from rag_assistant.evaluate.runner import run_eval
 
@@ -103,6 +104,8 @@ def eval_(
         items = select_tags(items, tags)[:limit]
     base = load_summary(baseline) if baseline else None
     scorer: Judge = LLMJudge(settings, judge, judge_base_url) if judge else OfflineJudge(settings.support_threshold)
+    target = out_dir or _default_out("retrieval" if retrieval_only else settings.resolved_mode())
+    check_run_dir(target, force)  # before answering anything: a late failure would lose the whole run
 
     with _progress(len(items)) as advance:
         if retrieval_only:
@@ -110,7 +113,6 @@ def eval_(
         else:
             run = run_eval(items, settings, scorer, k=settings.top_k, on_progress=advance)
     summary = summarize(run, dataset)
-    target = out_dir or _default_out(run.info["mode"])
     paths = write_run(target, run, summary)
 
     for line in run.warnings[:20]:

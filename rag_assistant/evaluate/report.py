@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_assistant import __version__
+from rag_assistant.errors import OutputError
 from rag_assistant.evaluate import metrics as m
 from rag_assistant.evaluate.runner import EvalRun
 
@@ -87,6 +88,27 @@ def summarize(run: EvalRun, dataset: Path) -> dict[str, Any]:
         ],
         "warnings": run.warnings,
     }
+
+
+RUN_FILES = ("results.jsonl", "summary.json", "report.html")
+
+
+def check_run_dir(out_dir: Path, force: bool = False) -> None:
+    """Before anything is answered: `out_dir` must be a directory we can create, not an earlier run unless
+    `force` (a run's files are replaced together, never silently)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"--out {out_dir} is a file, not a run directory", "give a directory path; it is created")
+    existing = [name for name in RUN_FILES if (out_dir / name).exists()]
+    if existing and not force:
+        raise OutputError(
+            f"{out_dir} already holds a run ({', '.join(existing)})",
+            "choose another --out directory, or pass --force to replace that run",
+        )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        message = f"cannot create the run directory {out_dir}: {exc.strerror}"
+        raise OutputError(message, "choose another --out") from None
 
 
 def write_run(out_dir: Path, run: EvalRun, summary: dict[str, Any]) -> dict[str, Path]:

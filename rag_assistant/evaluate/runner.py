@@ -14,7 +14,7 @@ from typing import Any
 from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.answer.models import Answer
 from rag_assistant.config import Settings
-from rag_assistant.errors import EmptyIndexError, RagAssistantError
+from rag_assistant.errors import STOP_AFTER, SYSTEMIC_REASONS, BatchStoppedError, EmptyIndexError, RagAssistantError
 from rag_assistant.evaluate import metrics as m
 from rag_assistant.evaluate.dataset import EvalItem
 from rag_assistant.evaluate.judge import Judge, OfflineJudge
@@ -121,6 +121,21 @@ def _record(
     }
 
 
+def _streak(streak: list[str], exc: RagAssistantError) -> list[str]:
+    """The systemic failures in a row including `exc`; raises BatchStoppedError at STOP_AFTER of one kind."""
+    reason = getattr(exc, "reason", None)
+    if reason not in SYSTEMIC_REASONS:
+        return []
+    streak = [*streak, reason] if streak[-1:] == [reason] else [reason]
+    if len(streak) >= STOP_AFTER:
+        raise BatchStoppedError(
+            f"eval stopped: {STOP_AFTER} questions in a row failed alike: {exc.message}",
+            (exc.hint + "; " if exc.hint else "") + "nothing was written; rerun once it is fixed",
+            reason=str(reason),
+        ) from None
+    return streak
+
+
 def missing_gold(retriever: Retriever, items: Sequence[EvalItem]) -> list[str]:
     """Gold ids that are not in the index: the dataset and the ingested corpus disagree."""
     wanted = list(dict.fromkeys(g for item in items for g in item.gold_papers))
@@ -151,6 +166,7 @@ def run_eval(
     _ = retriever.keyword
     phases = {"setup": time.time() - started}
     results: list[dict[str, Any]] = []
+    streak: list[str] = []  # systemic LLM failures in a row (see errors.SYSTEMIC_REASONS)
     for n, item in enumerate(items, start=1):
         retriever.last = []
         answer: Answer | None = None
@@ -159,6 +175,9 @@ def run_eval(
             answer = chain.ask(item.question, k=k)
         except RagAssistantError as exc:
             error = str(exc)
+            streak = _streak(streak, exc)
+        if answer is not None:
+            streak = []
         judged: list[m.Judged] | None = None
         t = time.perf_counter()
         if answer is not None and not answer.abstained:
