@@ -114,6 +114,21 @@ class Settings(BaseSettings):
         0.6, ge=0, le=1, description="Weight of the dense score in convex fusion (see docs/retrieval.md)."
     )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant: score = sum 1/(rrf_k + rank).")
+    fuse_per: Literal["chunk", "paper"] = Field(
+        "paper",
+        description="Convex fusion per chunk (a paper ranks by its best fused chunk) or per paper (its best cosine "
+        "and its best BM25 score, possibly from different chunks, fused). See docs/retrieval.md.",
+    )
+    feedback_papers: int = Field(
+        2,
+        ge=0,
+        le=10,
+        description="Dense pseudo-relevance feedback: search again with the question's vector moved towards the "
+        "best chunks of this many top papers of the first ranking; 0 = off. See docs/retrieval.md.",
+    )
+    feedback_weight: float = Field(
+        0.3, ge=0, le=1, description="Share of the feedback centroid in the moved question vector (Rocchio beta)."
+    )
 
     # -- answering
     mode: Literal["auto", "extractive", "llm"] = Field(

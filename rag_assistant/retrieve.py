@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +59,22 @@ class _Agg:
     chunks: dict[str, float] = field(default_factory=dict)
 
 
+def _scale(cosine: dict[str, float], keyword: dict[str, float], settings: Settings) -> dict[str, float]:
+    """Key -> w * cosine + (1 - w) * bm25 / max bm25 of this query; a key missing from one list gets that
+    list's floor (the lowest cosine retrieved, or 0 for BM25)."""
+    floor = min(cosine.values(), default=0.0)
+    top = max(keyword.values(), default=1.0) or 1.0
+    w = settings.dense_weight
+    return {
+        key: w * cosine.get(key, floor) + (1 - w) * keyword.get(key, 0.0) / top
+        for key in cosine.keys() | keyword.keys()
+    }
+
+
+def _paper(chunk_id: str) -> str:
+    return chunk_id.rsplit("#", 1)[0]
+
+
 def fuse(dense: list[ChunkHit], lexical: list[tuple[str, float]], settings: Settings) -> dict[str, float]:
     """Chunk id -> fused score.
 
@@ -72,14 +89,16 @@ def fuse(dense: list[ChunkHit], lexical: list[tuple[str, float]], settings: Sett
         for rank, (chunk_id, _) in enumerate(lexical, start=1):
             scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (settings.rrf_k + rank)
         return scores
-    cosine = {hit.chunk_id: hit.similarity for hit in dense}
-    keyword = dict(lexical)
-    floor = min(cosine.values(), default=0.0)
-    top = max(keyword.values(), default=1.0) or 1.0
-    w = settings.dense_weight
-    for chunk_id in cosine.keys() | keyword.keys():
-        scores[chunk_id] = w * cosine.get(chunk_id, floor) + (1 - w) * keyword.get(chunk_id, 0.0) / top
-    return scores
+    return _scale({hit.chunk_id: hit.similarity for hit in dense}, dict(lexical), settings)
+
+
+def fuse_papers(aggs: dict[str, _Agg], settings: Settings) -> dict[str, float]:
+    """Paper id -> convex fusion of the paper's best cosine and its best BM25 score, which may come from
+    different chunks (per chunk, a paper whose best dense chunk is not its best keyword chunk gets a floor
+    on one side of each)."""
+    cosine = {pid: a.dense for pid, a in aggs.items() if a.dense is not None}
+    keyword = {pid: a.keyword for pid, a in aggs.items() if a.keyword is not None}
+    return _scale(cosine, keyword, settings)
 
 
 class Retriever:
@@ -112,20 +131,55 @@ class Retriever:
         vector = self.embedder.embed([query])[0]
         dense = self.store.query(vector.tolist(), n, exclude=hidden)
         lexical = self.keyword.query(query, n, exclude=hidden)
+        aggs = self._rank(dense, lexical)
+        if self.settings.feedback_papers:
+            first = {pid: agg.dense for pid, agg in aggs.items()}
+            dense = self._feedback(vector, dense, aggs, n, hidden)
+            aggs = self._rank(dense, lexical)
+            for pid, agg in aggs.items():  # dense_score stays the question's own cosine (abstention reads it)
+                agg.dense = first.get(pid)
+        return self._sources(aggs, dense, k)
 
+    def _rank(self, dense: list[ChunkHit], lexical: list[tuple[str, float]]) -> dict[str, _Agg]:
+        """Paper id -> its evidence and fused score."""
         aggs: dict[str, _Agg] = {}
-        texts = {hit.chunk_id: hit.text for hit in dense}
         for hit in dense:
             agg = aggs.setdefault(hit.paper_id, _Agg())
             agg.dense = max(agg.dense if agg.dense is not None else -1.0, hit.similarity)
         for chunk_id, score in lexical:
-            agg = aggs.setdefault(chunk_id.rsplit("#", 1)[0], _Agg())
+            agg = aggs.setdefault(_paper(chunk_id), _Agg())
             agg.keyword = max(agg.keyword or 0.0, score)
         for chunk_id, score in fuse(dense, lexical, self.settings).items():
-            agg = aggs[chunk_id.rsplit("#", 1)[0]]
+            agg = aggs[_paper(chunk_id)]
             agg.chunks[chunk_id] = score
             agg.fused = max(agg.fused, score)  # a paper ranks by its best chunk
+        if self.settings.fusion == "convex" and self.settings.fuse_per == "paper":
+            for pid, score in fuse_papers(aggs, self.settings).items():
+                aggs[pid].fused = score
+        return aggs
 
+    def _feedback(
+        self, vector: Any, dense: list[ChunkHit], aggs: dict[str, _Agg], n: int, hidden: Collection[str]
+    ) -> list[ChunkHit]:  # noqa: ANN401 - numpy vector
+        """Dense pseudo-relevance feedback (Rocchio): search again with the question's vector moved towards
+        the best chunks of the first ranking's top papers, which finds more papers on the same topic."""
+        import numpy as np
+
+        top = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))[: self.settings.feedback_papers]
+        best: dict[str, ChunkHit] = {}
+        for hit in dense:  # best first
+            if hit.paper_id in top and hit.paper_id not in best:
+                best[hit.paper_id] = hit
+        vectors = self.store.embeddings_for([hit.text for hit in best.values()])
+        if not vectors:
+            return dense
+        centroid = np.mean([np.asarray(v) for v in vectors.values()], axis=0)
+        beta = self.settings.feedback_weight
+        moved = (1 - beta) * vector / np.linalg.norm(vector) + beta * centroid / np.linalg.norm(centroid)
+        return self.store.query((moved / np.linalg.norm(moved)).tolist(), n, exclude=hidden)
+
+    def _sources(self, aggs: dict[str, _Agg], dense: list[ChunkHit], k: int) -> list[Source]:
+        texts = {hit.chunk_id: hit.text for hit in dense}
         order = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))
         papers = self.store.papers(order[: 3 * k])
         sources: list[Source] = []
