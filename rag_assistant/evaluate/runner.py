@@ -22,7 +22,8 @@ from rag_assistant.retrieve import Retriever, Source
 
 MIN_DEPTH = 10
 REPORTED_SETTINGS = {
-    "top_k", "candidates", "fusion", "dense_weight", "rrf_k", "answer_sentences", "abstain_threshold",
+    "top_k", "candidates", "fusion", "dense_weight", "rrf_k", "fuse_per", "feedback_papers", "feedback_weight",
+    "answer_sentences", "abstain_threshold",
     "support_threshold", "embedding_model", "collection",
 }  # fmt: skip
 Progress = Callable[[int, int, dict[str, Any]], None]
