@@ -1,15 +1,30 @@
 """A conversation over the answer chain: follow-ups are condensed into standalone questions, and papers
-cited earlier stay addressable by id ("tell me more about [004:17]") or by position ("the second one").
+shown earlier stay addressable by id ("tell me more about [004:17]") or by position ("the second one").
 
-Condensing, extractive mode (no LLM), a documented rule:
+Condensing, extractive mode (no LLM), a documented rule. A new question is a fresh retrieval unless it
+names a paper or refers back:
 1. Paper ids the user writes (with or without brackets) that the conversation has seen are pinned: the
    answer comes from those abstracts only.
-2. Else an ordinal ("the first/second/third/last one/paper") picks that citation of the previous answer,
-   and a bare reference ("it", "this paper", "that method", "they"...) picks the previous answer's
-   papers (all of them for plural words, the first for singular ones: "it", "this method"); pinned too.
-3. Else a short or elliptic follow-up ("and for vision?", "what about privacy?") is searched together with
+2. Else an ordinal ("the first/second/third/last one/paper") picks that paper from the list the user saw
+   last: the last answer's references, in the order shown (an abstention's closest papers; after /sources,
+   the sources). Past the end of the references it picks the next papers retrieved for that answer but not
+   cited, and says so in a warning (so "the second one" after a one-paper answer is the best uncited
+   source); past the retrieved papers too, a warning says there is no such paper.
+3. Else a referring expression picks the last answer's cited papers (all of them for plural words, the
+   first for singular ones), pinned, when the question does not stand on its own:
+   - a demonstrative ("this paper", "that method", "these approaches") always refers back;
+   - a pronoun or definite description ("it", "its", "they", "their", "the method", "both") refers back
+     unless an earlier clause of the same question gives it an antecedent with topic words of its own
+     ("Which papers propose new attention mechanisms, and what are their benefits?" stands alone);
+   - topic shift: a question with two or more topic words of its own is fresh when a retrieval for it
+     alone is relevant (above the abstention threshold) and includes none of the cited papers.
+   Topic words are content words other than generic follow-up words (benefits, limitations, dataset...).
+4. Else a short or elliptic follow-up ("and for vision?", "what about privacy?") is searched together with
    the previous standalone question's content words.
-LLM mode: prompts/condense.txt rewrites the question with the recent turns; ids it keeps are pinned by rule 1."""
+LLM mode: the same rules decide whether the question is a follow-up at all; a question that stands on its
+own is searched as typed, without a condensing call. A follow-up is rewritten by prompts/condense.txt with
+the recent turns, and the ids it keeps are pinned only if the conversation has shown them (a rewrite
+cannot pin a paper from the index that the user never saw)."""
 
 from __future__ import annotations
 
@@ -39,11 +54,31 @@ ORDINALS = {
 _ORDINAL = re.compile(
     rf"\b(?:the\s+)?({'|'.join(ORDINALS)})\s+(?:one|paper|work|study|method|approach|result)s?\b", re.I
 )
-_SINGULAR = re.compile(
-    r"\b(it|its|(?:this|that|the) (?:one|paper|method|approach|model|work|system|framework|technique|study))\b", re.I
+# Always point back: a demonstrative with a noun.
+_DEMONSTRATIVE = re.compile(
+    r"\b(?:this|that|these|those) (?:one|paper|method|approach|model|work|system|framework|technique|study|"
+    r"papers|methods|approaches|models|works|systems|frameworks|techniques|studies)\b",
+    re.I,
 )
-_PLURAL = re.compile(r"\b(they|them|their|these|those|both|the (?:papers|methods|approaches|works))\b", re.I)
+# Point back unless the question itself gives them an antecedent ("Which papers ..., and what are their ...").
+_PRONOUN = re.compile(
+    r"\b(?:it|its|they|them|their|both(?!\b.*\band\b)|"
+    r"the (?:paper|method|approach|work|framework|technique|study|papers|methods|approaches|works))\b",
+    re.I,
+)
+_PLURAL_HEAD = frozenset({"they", "them", "their", "these", "those", "both"})
+_CLAUSE = re.compile(r"[,;:]|\b(?:and|but|or|then|while|whereas)\b", re.I)
 _ELLIPTIC = re.compile(r"^\s*(and|what about|how about|also|or|but)\b", re.I)
+# Words a follow-up uses about any paper; they give a question no topic of its own.
+GENERIC = frozenset(
+    """tell explain describe summarize summarise summary detail details elaborate main key idea ideas core
+    contribution contributions benefit benefits advantage advantages limitation limitations drawback drawbacks
+    weakness weaknesses strength strengths compare compared comparison differ difference differences different
+    similar evaluate evaluated evaluation experiment experiments dataset datasets benchmark benchmarks baseline
+    baselines perform performance outperform better best good well achieve achieves find finds finding
+    findings problem problems solve solves address addresses handle handles motivation goal mean means example
+    examples relate related authors know say says claim claims exactly else""".split()
+)
 _BRACKET = re.compile(r"\[([^\[\]\s]{1,80})\]")
 _ID_SHAPE = re.compile(r"(?<![\w:])[\w.-]+:\d+(?![\w:])")
 HISTORY_TURNS = 3
@@ -59,6 +94,7 @@ class Turn:
 class Condensed:
     query: str
     pinned: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # shown as warnings with the answer
 
 
 class ChatSession:
@@ -67,11 +103,22 @@ class ChatSession:
         self.id = uuid.uuid4().hex[:8]
         self.turns: list[Turn] = []
         self.papers: dict[str, Paper] = {}  # every paper retrieved or cited so far, by id
+        # What an ordinal counts in: the papers the user saw last, in the order shown (`shown` of them were
+        # on screen), then the rest of the last answer's retrieved papers.
+        self.listing: list[str] = []
+        self.shown = 0
 
     def reset(self) -> None:
         self.turns.clear()
         self.papers.clear()
+        self.listing, self.shown = [], 0
         self.id = uuid.uuid4().hex[:8]
+
+    def sources_shown(self) -> None:
+        """/sources printed the last answer's retrieved papers, numbered: ordinals now count in that list."""
+        if self.last is not None:
+            self.listing = [s["paper_id"] for s in self.last.sources]
+            self.shown = len(self.listing)
 
     @property
     def last(self) -> Answer | None:
@@ -94,21 +141,59 @@ class ChatSession:
         last = self.last
         if last is None:
             return Condensed(question)
+        ordinal = _ORDINAL.search(question)
+        cited = last.citations
+        refers = bool(ordinal) or (bool(cited) and self._refers_back(question, cited))
+        elliptic = bool(_ELLIPTIC.search(question)) or len(content_words(question)) <= 1
+        if not (refers or elliptic):
+            return Condensed(question)  # stands on its own: a fresh retrieval, in either mode
         if self.chain.mode == "llm":
             return self._condense_llm(question)
-        cited = last.citations
-        if cited and (m := _ORDINAL.search(question)):
-            index = ORDINALS[m.group(1).lower()]
-            if -len(cited) <= index < len(cited):
-                return Condensed(self._with_labels(question, [cited[index]]), [cited[index]])
-        if cited and _PLURAL.search(question):
-            return Condensed(self._with_labels(question, cited), list(cited))
-        if cited and _SINGULAR.search(question):
-            return Condensed(self._with_labels(question, cited[:1]), cited[:1])
-        if _ELLIPTIC.search(question) or len(content_words(question)) <= 1:
-            previous = self.turns[-1].answer.condensed_question or self.turns[-1].question
-            return Condensed(f"{question} {' '.join(dict.fromkeys(content_words(previous)))}")
-        return Condensed(question)
+        if ordinal:
+            return self._ordinal(question, ordinal)
+        if refers:
+            match = _DEMONSTRATIVE.search(question) or _PRONOUN.search(question)
+            ids = list(cited) if match and _is_plural(match.group(0)) else cited[:1]
+            return Condensed(self._with_labels(question, ids), ids)
+        previous = self.turns[-1].answer.condensed_question or self.turns[-1].question
+        return Condensed(f"{question} {' '.join(dict.fromkeys(content_words(previous)))}")
+
+    def _ordinal(self, question: str, match: re.Match[str]) -> Condensed:
+        """The paper at that position of the list the user saw last (see the module docstring)."""
+        index, phrase = ORDINALS[match.group(1).lower()], match.group(0)
+        if index == -1:
+            index = (self.shown or len(self.listing)) - 1
+        if not 0 <= index < len(self.listing):
+            note = f'the last answer has no "{phrase}": it showed {self.shown} paper(s)'
+            return Condensed(question, notes=[note])
+        pid = self.listing[index]
+        notes = []
+        if index >= self.shown:
+            notes.append(
+                f'the last answer showed {self.shown} paper(s); "{phrase}" is taken to be [{pid}], '
+                "the next paper retrieved for it (/sources lists them)"
+            )
+        return Condensed(self._with_labels(question, [pid]), [pid], notes)
+
+    def _refers_back(self, question: str, cited: list[str]) -> bool:
+        """Whether a referring expression in the question needs the last answer (rule 3 of the docstring)."""
+        if _DEMONSTRATIVE.search(question):
+            return True
+        dangling = [m for m in _PRONOUN.finditer(question) if not _antecedent_before(question, m.start())]
+        if not dangling:
+            return False
+        return not self._topic_shift(question, cited)
+
+    def _topic_shift(self, question: str, cited: list[str]) -> bool:
+        """The question has a topic of its own that a fresh retrieval answers without the cited papers.
+        Word overlap with the cited abstracts cannot tell: a jailbreak abstract that mentions REINFORCE and
+        sample efficiency shares every keyword of an RL sample-efficiency question, yet ranks nowhere for it."""
+        if len(set(_topic_words(question))) < 2:
+            return False  # "do they use attention?" asks about the papers, whatever else mentions attention
+        sources = self.chain.retriever.search(question)
+        if not sources or self.chain.relevance(question, sources) < self.chain.settings.abstain_threshold:
+            return False
+        return not {s.paper_id for s in sources} & set(cited)
 
     def _with_labels(self, question: str, ids: list[str]) -> str:
         """The question plus the pinned ids, so that the log and /save show what 'it' resolved to."""
@@ -125,7 +210,9 @@ class ChatSession:
         prompt = load_prompt("condense").format(history=history, question=question)
         text, _ = generator.complete("You rewrite follow-up questions.", prompt)
         standalone = text.strip().splitlines()[0].strip() if text.strip() else question
-        return Condensed(standalone, self.mentioned_ids(standalone))
+        # only papers this conversation has shown: a rewrite must not pin one the user never saw
+        ids = [p for p in self.mentioned_ids(standalone) if p in self.papers]
+        return Condensed(standalone, ids)
 
     def ask(self, question: str, on_token=None) -> Answer:  # noqa: ANN001 - Callable[[str], None] | None
         # checked before condensing, which may call the LLM: an empty question costs nothing and is not logged
@@ -141,7 +228,12 @@ class ChatSession:
         )
         for source in answer.sources:
             self.papers.setdefault(source["paper_id"], _paper(source))
-        answer.warnings[:0] = notes
+        answer.warnings[:0] = notes + condensed.notes
+        cited = [r.paper_id for r in answer.references]
+        retrieved = [s["paper_id"] for s in answer.sources]
+        self.listing = cited + [p for p in retrieved if p not in cited]
+        # an abstention lists its closest papers, numbered; an answer shows only its references
+        self.shown = len(retrieved) if answer.abstained else len(cited)
         self.turns.append(Turn(question, answer))
         return answer
 
@@ -164,6 +256,21 @@ class ChatSession:
                 lines += [f"> warning: {w}" for w in a.warnings] + [""]
             lines += [f"*{a.mode} · {a.model}*", ""]
         return "\n".join(lines)
+
+
+def _is_plural(phrase: str) -> bool:
+    words = phrase.lower().split()
+    return words[0] in _PLURAL_HEAD or (len(words) > 1 and words[-1].endswith("s"))
+
+
+def _topic_words(text: str) -> list[str]:
+    return [w for w in content_words(text) if w not in GENERIC]
+
+
+def _antecedent_before(question: str, start: int) -> bool:
+    """An earlier clause of the question has topic words of its own, so a pronoun after it can point there."""
+    cuts = list(_CLAUSE.finditer(question, 0, start))
+    return bool(cuts) and bool(_topic_words(question[: cuts[-1].start()]))
 
 
 def _paper(source: dict) -> Paper:

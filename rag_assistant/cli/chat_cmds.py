@@ -99,6 +99,7 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
             out().print("No answer yet.")
         else:
             render_sources(out(), session.last)
+            session.sources_shown()
     elif name == "/papers":
         if not session.papers:
             out().print("No papers yet.")
