@@ -1,4 +1,4 @@
-"""Hybrid retrieval: dense (Chroma) + keyword (BM25), fused by reciprocal rank, grouped by paper."""
+"""Hybrid retrieval: dense (Chroma) + keyword (BM25), convex fusion per paper, dense pseudo-relevance feedback."""
 
 from __future__ import annotations
 
