@@ -28,6 +28,7 @@ _REF_LIST = re.compile(
 )
 _LINK_DEFINITION = re.compile(r"^[ \t]*\[\^?[^\]\n]{1,80}\]:.*$\n?", re.MULTILINE)
 _EMPTY_GROUP = re.compile(r"\(\s*(?:see(?:\s+also)?|cf\.?|e\.g\.,?)?[\s,;]*\)|\[\s*\]")
+_BRACKETED = re.compile(r"\[([^\[\]]+)\]")
 _LEADING_CITES = re.compile(r"^((?:\[[^\[\]]+\]\s*)+)(.*?)([.!?]?)$", re.DOTALL)
 
 
@@ -112,11 +113,17 @@ def _rewrite(sentence: str, resolver: Resolver) -> tuple[str, list[str], list[st
         replacements.append((span.start, span.end, gap + "".join(f"[{g}]" for g in good)))
     for start, end, repl in reversed(replacements):
         sentence = sentence[:start] + repl + sentence[end:]
-    sentence = _tidy(sentence)
-    lead = _LEADING_CITES.match(sentence)
+    return _tidy(sentence), kept, dropped
+
+
+def _as_sentence(piece: str) -> str:
+    """Shown as one sentence that re-splits as one: citations at the end, a capital, a full stop."""
+    lead = _LEADING_CITES.match(piece)
     if lead and lead.group(2).strip():  # "[004:17] Claim." -> "Claim [004:17]."
-        sentence = f"{lead.group(2).strip()} {lead.group(1).strip()}{lead.group(3)}"
-    return sentence, kept, dropped
+        piece = f"{lead.group(2).strip()} {lead.group(1).strip()}{lead.group(3)}"
+    if piece[:1].islower():
+        piece = piece[0].upper() + piece[1:]
+    return piece if re.search(r"[.!?][\"')\]]*$", piece) else piece + "."
 
 
 def _cut_reference_lists(text: str) -> tuple[str, list[str]]:
@@ -181,28 +188,37 @@ def verify(
     for paragraph in re.split(r"\n[ \t]*\n", normalize(body.strip(), resolver)):
         rendered = []
         for raw in split_sentences(paragraph):
-            sentence, kept, dropped = _rewrite(raw, resolver)
-            removed = [f"removed citation {d}: not among the retrieved papers" for d in dropped]
-            if not re.search(r"\w", strip_citations(sentence, resolver)):
-                warnings += removed
-                if kept:
-                    ids = "".join(f"[{k}]" for k in kept)
-                    warnings.append(f"removed citation {ids} standing alone: no sentence before it on its line")
-                continue
-            check = SentenceCheck(sentence, kept)
-            if dropped:
-                check.flags.append("invalid_citation_removed")
-                warnings += removed
-            if not kept and not exempt(sentence):
-                check.flags.append("uncited")
-                warnings.append(f"sentence without a citation: {sentence[:80]!r}")
-            checks.append(check)
-            rendered.append(sentence)
+            rewritten, kept, dropped = _rewrite(raw, resolver)
+            warnings += [f"removed citation {d}: not among the retrieved papers" for d in dropped]
+            # Removing a reference can expose a sentence boundary ("...question. [paper 1] Keys."): re-split,
+            # so that what is shown and what is checked are the same sentences.
+            for n, piece in enumerate(split_sentences(rewritten)):
+                ids = list(dict.fromkeys(i for i in _BRACKETED.findall(piece) if i in papers))
+                if not re.search(r"\w", strip_citations(piece, resolver)):
+                    if ids:
+                        cites = "".join(f"[{i}]" for i in ids)
+                        warnings.append(f"removed citation {cites} standing alone: no sentence before it on its line")
+                    continue
+                check = _check(_as_sentence(piece), ids, bool(dropped) and n == 0, exempt, warnings)
+                checks.append(check)
+                rendered.append(check.text)
         if rendered:
             paragraphs.append(" ".join(rendered))
     _score(checks, papers, resolver, scorer, support_threshold, warnings)
     cited = list(dict.fromkeys(pid for c in checks for pid in c.citations))
     return Verified("\n\n".join(paragraphs), checks, cited, list(dict.fromkeys(warnings)))
+
+
+def _check(
+    sentence: str, ids: list[str], dropped: bool, exempt: Callable[[str], bool], warnings: list[str]
+) -> SentenceCheck:
+    check = SentenceCheck(sentence, ids)
+    if dropped:
+        check.flags.append("invalid_citation_removed")
+    if not ids and not exempt(sentence):
+        check.flags.append("uncited")
+        warnings.append(f"sentence without a citation: {sentence[:80]!r}")
+    return check
 
 
 def _score(

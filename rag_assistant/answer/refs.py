@@ -27,7 +27,8 @@ _INLINE = re.compile(
     re.IGNORECASE,
 )
 # A footnote marker follows a word or punctuation (maybe after one space), never a digit: 10^3 is a number.
-_FOOTNOTE = re.compile(r"(?<![\d\s^])[ ]?(?:\^\{?(\d{1,3})\}?|([\u00b9\u00b2\u00b3\u2070-\u2079]+))")
+_MARK = r"\^\{?(\d{1,3})\}?|([\u00b9\u00b2\u00b3\u2070-\u2079]+)"
+_FOOTNOTE = re.compile(rf"(?<![\d\s^])[ ]?(?:{_MARK})+")  # keys^1^2: one footnote group
 _SUPERSCRIPT = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079", "0123456789")
 _RANGE = re.compile(r"^(\d{1,3})\s*[-\u2013]\s*(\d{1,3})$")
 PREFIX = re.compile(
@@ -131,8 +132,8 @@ class Resolver:
         for m in _INLINE.finditer(masked):
             spans.append(RefSpan(m.start(), m.end(), (m.group(0),), "inline"))
         for m in _FOOTNOTE.finditer(masked):
-            digits = m.group(1) or m.group(2).translate(_SUPERSCRIPT)
-            spans.append(RefSpan(m.start(), m.end(), (digits,), "footnote"))
+            marks = tuple(a or b.translate(_SUPERSCRIPT) for a, b in re.findall(_MARK, m.group(0)))
+            spans.append(RefSpan(m.start(), m.end(), marks, "footnote"))
         return _non_overlapping(spans)
 
 
