@@ -9,6 +9,25 @@ command -v "$PY" >/dev/null || PY=python3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 extras="test"
-[ "${SKIP_LLAMACPP:-0}" = 1 ] || extras="test,llamacpp"
+if [ "${SKIP_LLAMACPP:-0}" != 1 ]; then
+    extras="test,llamacpp"
+    # llama.cpp must be built portable: a native build (-march=native) dies with "Illegal instruction" on
+    # machines whose CPU reports AVX-512/AMX but faults on them. pip's wheel cache may hold such a native
+    # wheel from an earlier build, so build from source without any cache. An install that was built with
+    # AVX-512 or AMX (its system info says so) is replaced; a portable one is kept.
+    if ! .venv/bin/python - <<'PY' 2>/dev/null; then
+import sys
+import llama_cpp
+
+info = llama_cpp.llama_print_system_info().decode()
+sys.exit(1 if ("AVX512 = 1" in info or "AMX" in info) else 0)
+PY
+        echo "building llama-cpp-python portable (GGML_NATIVE=OFF, AVX2); about 5 minutes on 2 cores" >&2
+        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
+            FORCE_CMAKE=1 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+            .venv/bin/python -m pip install -q --force-reinstall --no-deps --no-cache-dir \
+            --no-binary llama-cpp-python "llama-cpp-python>=0.3"
+    fi
+fi
 .venv/bin/python -m pip install -q -e ".[$extras]"
 .venv/bin/python -m pytest "$@"
