@@ -150,3 +150,14 @@ def test_credentials_in_the_base_url_are_never_shown(srv: FakeLLMServer, monkeyp
     with pytest.raises(LLMError) as info:
         AnswerChain(load_settings(), log=False).ask(QUESTION)
     assert SECRET not in str(info.value) and "***@127.0.0.1" in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["fabricated_shapes", "not_found_then_fabricated", "valid_and_fabricated_together"])
+def test_streamed_tokens_never_show_a_fabricated_id(srv: FakeLLMServer, name: str) -> None:
+    srv.script(*SCENARIOS[name])
+    tokens: list[str] = []
+    answer = AnswerChain(load_settings(), log=False).ask(QUESTION, on_token=tokens.append)
+    streamed = "".join(tokens)
+    for fake in ("777:1", "004:99", "FAKE", "arXiv", "doc-7", "[9]", "[1]"):
+        assert fake not in streamed, streamed
+    assert set(answer.citations) <= {s["paper_id"] for s in answer.sources}

@@ -149,5 +149,7 @@ class AnswerChain:
         answer.citations = checked.citations
         answer.warnings += checked.warnings
         answer.references = references(checked.citations, papers)
+        if not checked.text:
+            answer.warnings.append("nothing of the model's answer is left after the citation check")
         if not checked.citations:
             answer.warnings.append("the answer cites no retrieved paper")

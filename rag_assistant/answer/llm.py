@@ -18,6 +18,7 @@ from rag_assistant.answer.citations import NOT_FOUND
 from rag_assistant.answer.models import Draft
 from rag_assistant.answer.prompts import load_prompt
 from rag_assistant.answer.redact import redact_url, scrub, secrets_of
+from rag_assistant.answer.refs import CitationStream, Resolver
 from rag_assistant.config import Settings
 from rag_assistant.errors import LLMError
 from rag_assistant.retrieve import Source
@@ -138,6 +139,8 @@ class LLMGenerator:
         example = "[1]" if self.numbered_labels else f"[{sources[0].paper_id if sources else '004:17'}]"
         system = self.system.format(not_found=NOT_FOUND, example=example)
         user = self.user.format(question=question, sources=format_sources(sources, labels))
+        if on_token is not None:
+            on_token = CitationStream(on_token, Resolver([s.paper_id for s in sources], labels))
         text, usage, finish = self.complete_full(system, user, on_token)
         text = text.strip()
         if not text:

@@ -11,7 +11,7 @@ answers enumerate with them. Bracketed prose ("[see appendix]") and math ("$[0, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 MATH = re.compile(r"\$[^$\n]*\$")
@@ -153,3 +153,38 @@ def _non_overlapping(spans: list[RefSpan]) -> list[RefSpan]:
             continue
         out.append(span)
     return out
+
+
+class CitationStream:
+    """Passes streamed tokens on with every [...] group held back until it closes: a reference is shown as
+    the retrieved ids it names, a fabricated one not at all, prose in brackets as written. The verified
+    answer replaces the stream when it ends; this keeps a fabricated id off the screen even meanwhile."""
+
+    HOLD = 200  # an unclosed "[" longer than this is prose, not a reference
+
+    def __init__(self, emit: Callable[[str], None], resolver: Resolver) -> None:
+        self.emit = emit
+        self.resolver = resolver
+        self.held = ""
+
+    def __call__(self, delta: str) -> None:
+        text, out = self.held + delta, []
+        while (start := text.find("[")) != -1:
+            end = text.find("]", start)
+            if end == -1 and len(text) - start <= self.HOLD:
+                break
+            end = len(text) - 1 if end == -1 else end
+            out.append(text[:start] + self._show(text[start : end + 1]))
+            text = text[end + 1 :]
+        else:
+            start = len(text)
+        out.append(text[:start])
+        self.held = text[start:]
+        if "".join(out):
+            self.emit("".join(out))
+
+    def _show(self, group: str) -> str:
+        if not group.endswith("]") or not self.resolver.is_reference(group[1:-1]):
+            return group
+        ids = dict.fromkeys(filter(None, map(self.resolver.resolve, split_pieces(group[1:-1]))))
+        return "".join(f"[{i}]" for i in ids)
