@@ -62,3 +62,37 @@ def stems(text: str) -> list[str]:
     stemmer = english_stemmer()
     words = content_words(text)
     return stemmer.stemWords(words) if stemmer else [w[:6] for w in words]  # prefixes: a crude fallback
+
+
+_MATH = re.compile(r"(?<!\\)\$\$?[^$]{1,300}?(?<!\\)\$\$?|\\[A-Za-z]+\*?(?:\{[^{}$]*\})*")
+_EMPHASIS = re.compile(r"(?<![\w*])(\*\*|\*)(?=\S)([^*\n]{1,100}?)(?<=\S)\1(?![\w*])")
+
+
+@lru_cache(maxsize=1)
+def _latex() -> Any:
+    import logging
+
+    from pylatexenc.latex2text import LatexNodes2Text
+
+    logging.getLogger("pylatexenc").setLevel(logging.ERROR)  # it warns on every macro it cannot render
+    return LatexNodes2Text(math_mode="text", strict_latex_spaces=True)
+
+
+def _latex_segment(match: re.Match[str]) -> str:
+    segment = match.group(0)
+    try:
+        text = _latex().latex_to_text(segment)
+    except Exception:  # pylatexenc rejects some malformed input; the raw text is still readable
+        return segment
+    return " ".join(text.split()) or segment
+
+
+def clean_markup(text: str) -> str:
+    """Abstract markup made readable for answers: inline LaTeX as unicode (`6$\\times$` -> `6×`,
+    `$\\mathrm{E}(3)$` -> `E(3)`, `\\emph{1)}` -> `1)`) and markdown emphasis unwrapped (`*token*` -> `token`).
+    Only `$...$` spans and backslash commands are converted: plain text such as `50%` is LaTeX's comment sign
+    and must not be read as LaTeX."""
+    if "$" not in text and "\\" not in text and "*" not in text:
+        return text
+    text = _MATH.sub(_latex_segment, text)
+    return _EMPHASIS.sub(r"\2", text)

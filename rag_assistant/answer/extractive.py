@@ -14,20 +14,22 @@ index and question, same answer."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from rag_assistant.answer.models import Draft
+from rag_assistant.answer.roles import BACKGROUND, METHOD, OTHER, RESULT, abstract_roles, asks_for_topic
 from rag_assistant.index.embedding import MODEL_NAME
 from rag_assistant.retrieve import Source
-from rag_assistant.text import split_sentences, stems
+from rag_assistant.text import clean_markup, split_sentences, stems
 
-_MMR_LAMBDA = 0.75
 _RELATIVE_FLOOR = 0.75
-_PER_PAPER = 3
-_CONTRIBUTION = re.compile(r"\b(we|our|this (?:paper|work|study))\b", re.IGNORECASE)
+# Background and housekeeping sentences rarely answer a question; method and result sentences do.
+_ROLE_BONUS = {METHOD: 0.04, RESULT: 0.04, BACKGROUND: -0.06, OTHER: -0.3}
+_TOPIC_SCORE_RATIO = 0.8  # a paper in a topic answer scores at least this share of the best paper's score
+_AMBIGUOUS_RATIO = 0.9  # without words saying which, a runner-up this close to the leader means a topic
 _MIN_WORDS = 5
 
 
@@ -49,11 +51,21 @@ def local_idf(sentence_terms: list[set[str]]) -> dict[str, float]:
 
 
 def cite(sentence: str, paper_id: str) -> str:
-    """Put the citation before the final punctuation: '... memory [004:17].'"""
-    body = sentence.rstrip()
+    """Put the citation before the final punctuation: '... memory [004:17].' LaTeX and markdown markup of the
+    abstract is made readable on the way (`6$\\times$` -> `6×`)."""
+    body = clean_markup(sentence).rstrip()
     end = body[-1] if body and body[-1] in ".!?" else "."
     body = body[:-1] if body and body[-1] in ".!?" else body
     return f"{body} [{paper_id}]{end}"
+
+
+@dataclass
+class _Candidate:
+    rank: int  # the paper's retrieval rank (0 = best)
+    position: int  # the sentence's index in its abstract
+    paper_id: str
+    sentence: str
+    role: str
 
 
 class ExtractiveGenerator:
@@ -66,53 +78,98 @@ class ExtractiveGenerator:
         self.model = f"extractive ({MODEL_NAME} sentence ranking)"
 
     def answer(self, question: str, sources: Sequence[Source]) -> Draft:
-        candidates: list[tuple[int, int, str, str]] = []  # (paper rank, position, paper id, sentence)
-        for rank, source in enumerate(sources):
-            for pos, sentence in enumerate(split_sentences(source.paper.text)):
-                if len(sentence.split()) >= _MIN_WORDS:
-                    candidates.append((rank, pos, source.paper_id, sentence))
+        candidates = _candidates(sources)
         if not candidates:
             return Draft("", self.model, abstained=True)
-
-        vectors = self.embed([question] + [c[3] for c in candidates])
+        vectors = self.embed([question] + [c.sentence for c in candidates])
         q_vec, s_vecs = vectors[0], vectors[1:]
         terms = set(stems(question))
-        sentence_terms = [set(stems(c[3])) for c in candidates]
+        sentence_terms = [set(stems(c.sentence)) for c in candidates]
         idf = local_idf(sentence_terms)
         top_score = max(s.score for s in sources) or 1.0
         relevance = np.array(
             [
                 0.65 * float(s_vecs[i] @ q_vec)
                 + 0.25 * term_recall(terms, sentence_terms[i], idf)
-                + 0.10 * (sources[c[0]].score / top_score)
-                + (0.06 if _CONTRIBUTION.search(c[3]) else 0.0)
+                + 0.10 * (sources[c.rank].score / top_score)
+                + _ROLE_BONUS[c.role]
                 for i, c in enumerate(candidates)
             ]
         )
-        chosen: list[int] = []
-        per_paper: dict[str, int] = {}
-        best = float(relevance.max())
-        while len(chosen) < self.max_sentences:
-            mmr = relevance.copy()
-            if chosen:
-                redundancy = (s_vecs @ s_vecs[chosen].T).max(axis=1)
-                mmr = _MMR_LAMBDA * relevance - (1 - _MMR_LAMBDA) * redundancy
-            order = np.argsort(-mmr, kind="stable")
-            pick = next(
-                (
-                    int(i)
-                    for i in order
-                    if int(i) not in chosen
-                    and per_paper.get(candidates[i][2], 0) < _PER_PAPER
-                    and relevance[i] >= self.sentence_floor * best
-                    and (not chosen or float((s_vecs[chosen] @ s_vecs[i]).max()) < 0.9)
-                ),
-                None,
-            )
-            if pick is None:
-                break
-            chosen.append(pick)
-            per_paper[candidates[pick][2]] = per_paper.get(candidates[pick][2], 0) + 1
-        chosen.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
-        text = " ".join(cite(candidates[i][3], candidates[i][2]) for i in chosen)
+        if _wants_several(question, sources):
+            # a blank line between items: each stays its own paragraph through citation checking
+            text = "\n\n".join(self._topic_lines(candidates, relevance, sources))
+        else:
+            chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id)
+            text = " ".join(cite(candidates[i].sentence, candidates[i].paper_id) for i in chosen)
         return Draft(text, self.model)
+
+    def _one_paper(
+        self, candidates: list[_Candidate], relevance: np.ndarray, s_vecs: np.ndarray, paper_id: str
+    ) -> list[int]:
+        """The best paper's sentences that answer the question, plus its method and result sentences, in
+        abstract order: what a reader asking about one paper wants, without its motivation."""
+        own = [i for i, c in enumerate(candidates) if c.paper_id == paper_id and c.role not in (OTHER, BACKGROUND)]
+        own = own or [i for i, c in enumerate(candidates) if c.paper_id == paper_id]  # all background: use it
+        own.sort(key=lambda i: -relevance[i])
+        chosen: list[int] = own[:1]
+        for role in (METHOD, RESULT):
+            best = next((i for i in own if candidates[i].role == role), None)
+            if best is not None and best not in chosen:
+                chosen.append(best)
+        floor = self.sentence_floor * float(relevance[own[0]]) if own else 0.0
+        for i in own:
+            if len(chosen) >= self.max_sentences:
+                break
+            if i not in chosen and relevance[i] >= floor and float((s_vecs[chosen] @ s_vecs[i]).max()) < 0.9:
+                chosen.append(i)
+        chosen = chosen[: self.max_sentences]
+        return sorted(chosen, key=lambda i: candidates[i].position)
+
+    def _topic_lines(self, candidates: list[_Candidate], relevance: np.ndarray, sources: Sequence[Source]) -> list[str]:
+        """One line per paper that answers the question, best first: its key claim (the best method or result
+        sentence), cited. A paper joins only if both its retrieval score and its best sentence stay close to the
+        leader's: sharing the question's words is not enough."""
+        by_paper: dict[str, list[int]] = {}
+        for i, c in enumerate(candidates):
+            if c.role != OTHER:
+                by_paper.setdefault(c.paper_id, []).append(i)
+        best_sentence = {pid: _key_sentence(idx, candidates, relevance) for pid, idx in by_paper.items()}
+        if not best_sentence:
+            return []
+        top_sentence = max(float(relevance[i]) for i in best_sentence.values())
+        top_score = sources[0].score or 1.0
+        lines = []
+        for source in sources:
+            i = best_sentence.get(source.paper_id)
+            if i is None or source.score < _TOPIC_SCORE_RATIO * top_score:
+                continue
+            if relevance[i] < self.sentence_floor * top_sentence:
+                continue
+            lines.append("- " + cite(candidates[i].sentence, source.paper_id))
+        return lines
+
+
+def _key_sentence(indices: list[int], candidates: list[_Candidate], relevance: np.ndarray) -> int:
+    """A paper's most relevant method or result sentence; any sentence when it has none."""
+    claims = [i for i in indices if candidates[i].role in (METHOD, RESULT)] or indices
+    return max(claims, key=lambda i: relevance[i])
+
+
+def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
+    out = []
+    for rank, source in enumerate(sources):
+        sentences = split_sentences(source.paper.text)
+        for pos, (sentence, role) in enumerate(zip(sentences, abstract_roles(sentences), strict=True)):
+            if len(sentence.split()) >= _MIN_WORDS:
+                out.append(_Candidate(rank, pos, source.paper_id, sentence, role))
+    return out
+
+
+def _wants_several(question: str, sources: Sequence[Source]) -> bool:
+    """Topic questions get several papers; questions about one paper get one. When the words do not say,
+    the ranking does: a clear leader means one paper."""
+    topic = asks_for_topic(question)
+    if topic is not None:
+        return topic
+    return len(sources) > 1 and sources[1].score >= _AMBIGUOUS_RATIO * sources[0].score

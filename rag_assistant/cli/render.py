@@ -20,7 +20,10 @@ def mode_line(answer: Answer) -> str:
 def render_answer(console: Console, answer: Answer, show_sources: bool = False) -> None:
     if answer.condensed_question:
         console.print(f"[dim]searched for: {safe(answer.condensed_question)}[/]")
-    console.print(Markdown(clean(answer.answer)))
+    if console.is_terminal:
+        console.print(Markdown(clean(answer.answer)))
+    else:  # pipes and files get the text itself: rich would crop list items to 80 columns
+        console.print(clean(answer.answer), markup=False)
     flagged = [s for s in answer.sentences if s.flags]
     if flagged:
         console.print(f"[yellow]{len(flagged)} sentence(s) flagged by the citation check (see warnings)[/]")

@@ -1,0 +1,106 @@
+"""What a sentence does in its abstract (background, method, result, other) and what a question asks for
+(one paper, or a topic with several papers). Both steer the extractive answer: a question about one paper is
+answered with that paper's method and result sentences, not its motivation; a topic question gets one line
+per paper.
+
+Rules on cue phrases and position rather than a trained classifier: abstracts follow a strong convention
+(context, gap, "we propose", "we show"), the rules are inspectable, and they need no labelled data or model.
+Their accuracy against hand labels is measured by `benchmarks/sentence_roles.py` on `eval/sentence_roles.jsonl`.
+"""
+
+from __future__ import annotations
+
+import re
+
+BACKGROUND, METHOD, RESULT, OTHER = "background", "method", "result", "other"
+
+_OTHER = re.compile(
+    r"https?://|github\.com|\b(code|data|dataset|models?|implementation)s? (is|are) (publicly )?(available|released)"
+    r"|\bwe (release|open[- ]source|make)\b.{0,40}\b(code|available|public)",
+    re.I,
+)
+_RESULT = re.compile(
+    r"\b(we (also )?(show|find|found|demonstrate|observe|prove|establish|obtain|achieve|confirm|verify|report)"
+    r"|(results?|experiments?|evaluations?|analys[ie]s|simulations|benchmarks?) (show|demonstrate|indicate|suggest|"
+    r"reveal|confirm|on|across|validate)"
+    r"|outperform|surpass|achiev|state[- ]of[- ]the[- ]art|\bsota\b|speed-?ups?|improv(es|ing|ement)"
+    r"|\d+(\.\d+)?\s*(%|x\b|×|times|fold)|empirically|extensive (experiments|evaluations)|consistently"
+    r"|significantly|competitive|matches|reduces|lower (error|cost|latency)|higher (accuracy|throughput)"
+    r"|theoretical(ly)? (guarantee|analysis|results?)|converge)",
+    re.I,
+)
+_METHOD = re.compile(
+    r"\b(we (first |then |further |also )?(propose|introduce|present|develop|design|formulate|leverage|adopt|construct"
+    r"|build|train|derive|devise|employ|use|apply|extend|reformulate|cast|model|frame|decompose|learn|combine|"
+    r"incorporate|augment|replace|generalize|analy[sz]e|study|investigate|consider|explore|provide|define|tackle|"
+    r"address|revisit|identify)"
+    r"|our (method|approach|framework|model|algorithm|key (idea|insight)|technique|system|pipeline|analysis)"
+    r"|this (paper|work|study) (proposes|introduces|presents|develops|studies|investigates|addresses|explores)"
+    r"|(in|to this end|in this paper|in this work)[, ]+we"
+    r"|(which|that) (uses|leverages|combines|learns|employs|consists|relies|operates|works by))",
+    re.I,
+)
+_BACKGROUND = re.compile(
+    r"\b(recent(ly)?|however|existing|current|remains?|challeng\w*|ha(s|ve) (been|become|shown|attracted|emerged)|"
+    r"widely|increasingly|growing|popular|fundamental|crucial|important|prior|previous|traditional(ly)?|"
+    r"typically|often|suffers?|limited|lacks?|despite|although|while|struggle|bottleneck|emerg\w*)\b",
+    re.I,
+)
+# this paper's own finding: a result whatever else the sentence does
+_FINDING = re.compile(
+    r"(\b(we|this (paper|work|study)|our (analysis|results?|work|experiments?|findings?|approach|method|theory))\b"
+    r".{0,80}?\b(shows?|find|found|demonstrat\w*|observe|prove|establish|identif(y|ies)|discover|reveal\w*|"
+    r"validate|confirm|characteriz\w*|sheds? light|attains?|exhibits?|derive \w* ?(necessary|sufficient|tight|"
+    r"upper|lower|bounds?|conditions?)|(upper|lower) bounds?|theoretical (results?|insights?|findings?)))"
+    r"|^(these|the|our|such) (results|findings|experiments|analyses)\b",
+    re.I,
+)
+_OWN = re.compile(r"\b(we|our|us|this (paper|work|study))\b", re.I)
+
+
+def sentence_role(sentence: str, position: int, n_sentences: int) -> str:
+    """The role of the sentence at `position` (0-based) among `n_sentences` of its abstract."""
+    if _OTHER.search(sentence):
+        return OTHER
+    own = bool(_OWN.search(sentence))
+    result, method = bool(_RESULT.search(sentence)), bool(_METHOD.search(sentence))
+    late = position >= max(1, n_sentences - 2)
+    if _FINDING.search(sentence):
+        return RESULT
+    if method and not (result and late):
+        return METHOD
+    if result and (own or position > 0):
+        return RESULT
+    if own:
+        return METHOD
+    if position == 0 or _BACKGROUND.search(sentence) or position < n_sentences / 3:
+        return BACKGROUND
+    return RESULT if late else METHOD
+
+
+def abstract_roles(sentences: list[str]) -> list[str]:
+    return [sentence_role(s, i, len(sentences)) for i, s in enumerate(sentences)]
+
+
+_TOPIC = re.compile(
+    r"^\s*(which|what|list|name|find|show( me)?|are there|is there any|compare|survey|give me)\b[^?]{0,80}?"
+    r"\b(papers|works|studies|approaches|methods|techniques|algorithms|systems|models|frameworks|"
+    r"articles|publications|ways|strategies|solutions|benchmarks|datasets)\b"
+    r"|^\s*how (are|have)\b[^?]{0,60}\b(being|been)\b",
+    re.I,
+)
+_SINGLE = re.compile(
+    r"\b(the|a|one|this|that|which) (paper|work|study|article|method|approach|model|framework)\b"
+    r"(?! (that|which) (are|propose|study))",
+    re.I,
+)
+
+
+def asks_for_topic(question: str) -> bool | None:
+    """True for a question after several papers ("Which papers ...", "What approaches ..."), False for one
+    about a single paper ("the paper that ...", "How does X work?"), None when the words do not say."""
+    if _TOPIC.search(question) and not re.search(r"\b(does|did)\b", question, re.I):  # "what methods does X use"
+        return True
+    if _SINGLE.search(question) or re.match(r"^\s*(how|why|what) (does|did|is|was)\b", question, re.I):
+        return False
+    return None
