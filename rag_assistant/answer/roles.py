@@ -99,8 +99,8 @@ _SINGLE = re.compile(
 def asks_for_topic(question: str) -> bool | None:
     """True for a question after several papers ("Which papers ...", "What approaches ..."), False for one
     about a single paper ("the paper that ...", "How does X work?"), None when the words do not say."""
-    if _TOPIC.search(question) and not re.search(r"\b(does|did)\b", question, re.I):  # "what methods does X use"
-        return True
+    if _TOPIC.search(question):
+        return not re.search(r"\b(does|did)\b", question, re.I)  # "what methods does X use" is about X
     if _SINGLE.search(question) or re.match(r"^\s*(how|why|what) (does|did|is|was)\b", question, re.I):
         return False
     return None
