@@ -128,7 +128,8 @@ def ingest_papers(
         states.update(store.paper_states(missing))
 
     conflicts = [
-        f"{p.source}: paper {p.position}: id '{p.paper_id}' is already in the index from {states[p.paper_id].source}"
+        f"{p.source}:{p.line if p.line is not None else f' item {p.position}'}: id '{p.paper_id}' is already in "
+        f"the index from {states[p.paper_id].source}"
         for p in papers
         if p.paper_id in states and states[p.paper_id].source not in ("", p.source)
     ]
