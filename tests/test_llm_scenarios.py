@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,13 @@ def test_streamed_tokens_never_show_a_fabricated_id(srv: FakeLLMServer, name: st
     for fake in ("777:1", "004:99", "FAKE", "arXiv", "doc-7", "[9]", "[1]"):
         assert fake not in streamed, streamed
     assert set(answer.citations) <= {s["paper_id"] for s in answer.sources}
+
+
+def test_retry_after_is_waited_for(srv: FakeLLMServer) -> None:
+    from fake_llm import reply_fn, status
+    from llm_helpers import cited_answer
+
+    srv.script(status(429, headers={"retry-after": "2"}), reply_fn(cited_answer))
+    started = time.perf_counter()
+    answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
+    assert time.perf_counter() - started >= 2.0 and answer.citations == ["004:17"] and srv.request_count == 2
