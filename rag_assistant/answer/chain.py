@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
@@ -14,6 +15,7 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError
 from rag_assistant.retrieve import Retriever, Source
+from rag_assistant.text import clean_markup
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found no answer in the retrieved abstracts."
@@ -153,10 +155,13 @@ class AnswerChain:
             answer.answer = MODEL_ABSTAIN_TEXT
             answer.warnings += [w for w in checked.warnings if w.startswith("removed")]
             return
-        answer.answer, answer.sentences = checked.text, checked.sentences
+        # LaTeX and markdown of the abstracts made readable only now: verification must see `$...$` as math
+        # (an exponent like `log^2 d` is not a footnote marker)
+        answer.answer = clean_markup(checked.text)
+        answer.sentences = [replace(s, text=clean_markup(s.text)) for s in checked.sentences]
         answer.citations = checked.citations
         answer.warnings += checked.warnings
-        answer.references = references(checked.citations, papers)
+        answer.references = [replace(r, snippet=clean_markup(r.snippet)) for r in references(checked.citations, papers)]
         if not checked.text:
             answer.warnings.append("nothing of the model's answer is left after the citation check")
         if not checked.citations:

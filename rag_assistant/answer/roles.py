@@ -69,7 +69,7 @@ def sentence_role(sentence: str, position: int, n_sentences: int) -> str:
         return RESULT
     if method and not (result and late):
         return METHOD
-    if result and (own or position > 0):
+    if result and (own or (position > 0 and not _BACKGROUND.search(sentence))):
         return RESULT
     if own:
         return METHOD
