@@ -25,6 +25,8 @@ FINDS = {
     "pelican routing coastal flyways": "huge:0",
 }
 # bytes that let text drive a terminal: ESC, NUL, BEL, CR, right-to-left override, pop directional formatting
+# a fresh prompt starts a line; prompt-toolkit also redraws "you>" mid-line while echoing input
+PROMPT = r"\r\n(?:\x1b\[[0-9;?]*[A-Za-z])*you>"
 TERMINAL_CONTROL = re.compile("[\x1b\x00\x07\r\u202e\u202c]")
 
 
@@ -187,3 +189,31 @@ def test_chat_refuses_empty_questions_and_wraps_at_words(ready: Path, tmp_path: 
     for line, following in zip(lines, lines[1:], strict=False):
         tail, head = re.search(r"[A-Za-z0-9]*$", line).group(0), re.match(r"[A-Za-z0-9]*", following.lstrip()).group(0)
         assert not (tail and head and tail + head in words), (line, following)
+
+
+@pytest.mark.slow
+def test_chat_papers_and_show_print_hostile_ids(hostile_data) -> None:
+    import pexpect
+
+    data, _ = hostile_data
+    env = {**os.environ, "RAG_ASSISTANT_DATA_DIR": str(data), "PROMPT_TOOLKIT_NO_CPR": "1", "NO_COLOR": "1"}
+    exe = str(Path(sys.executable).with_name("rag-assistant"))
+    child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=90, dimensions=(60, 200))
+    try:
+        child.expect(PROMPT)
+        child.sendline("What does the kestrel scheduler predict?")
+        child.expect(r"mode: extractive[^\n]*\ds")
+        child.expect(PROMPT)
+        child.sendline("/papers")
+        child.expect(PROMPT)
+        papers = child.before
+        child.sendline("/show e5")
+        child.expect(PROMPT)
+        shown = child.before
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert "[e5]" in papers and "[a(1)]" in papers and "[Bx]" in papers, papers
+    assert "[e5]" in shown and "\ufffd[31mRED" in shown, shown
+    assert "\x1b[31mRED" not in papers + shown  # the corpus's own escape never reaches the terminal
