@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_llm import FABRICATED, SCENARIOS, FakeLLMServer
+from fake_llm import FakeLLMServer
+from llm_scenarios import FABRICATED, SCENARIOS
 
 from rag_assistant.answer.chain import MODEL_ABSTAIN_TEXT, AnswerChain
 from rag_assistant.answer.models import Answer

@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_llm import SCENARIOS, FakeLLMServer, delay, status
+from fake_llm import FakeLLMServer, delay, status
 from llm_helpers import cited_answer
+from llm_scenarios import SCENARIOS
 
 from rag_assistant.batch import run_batch
 from rag_assistant.config import load_settings

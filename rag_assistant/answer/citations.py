@@ -188,7 +188,7 @@ def verify(
     for paragraph in re.split(r"\n[ \t]*\n", normalize(body.strip(), resolver)):
         rendered = []
         for raw in split_sentences(paragraph):
-            rewritten, kept, dropped = _rewrite(raw, resolver)
+            rewritten, _kept, dropped = _rewrite(raw, resolver)
             warnings += [f"removed citation {d}: not among the retrieved papers" for d in dropped]
             # Removing a reference can expose a sentence boundary ("...question. [paper 1] Keys."): re-split,
             # so that what is shown and what is checked are the same sentences.

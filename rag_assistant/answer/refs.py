@@ -3,7 +3,7 @@
 Shapes recognised (outside $...$ math):
   [004:17]  [004:17, 000:3]  [1]  [^1]  [paper 004:17]  [FAKE-1]  [doc_7]  [arXiv:2401.12345]
   [Smith et al., 2023]  (004:17)  (Smith et al., 2023; Lee, 2022)  (Source 2)  Smith et al. (2023)
-  ^1  ^{1}  superscript digits  arXiv:2401.12345  doi:10.1234/x  https://arxiv.org/abs/...
+  ^1  ^{1}  arXiv:2401.12345  doi:10.1234/x  https://arxiv.org/abs/...
 A piece resolves when it is a retrieved paper id or a source label the prompt assigned ("1" -> "004:17");
 every other piece of a reference is fabricated. Parenthesised bare numbers "(1)" stay prose: abstracts and
 answers enumerate with them. Bracketed prose ("[see appendix]") and math ("$[0, 1]$") are not references."""
@@ -27,9 +27,9 @@ _INLINE = re.compile(
     re.IGNORECASE,
 )
 # A footnote marker follows a word or punctuation (maybe after one space), never a digit: 10^3 is a number.
-_MARK = r"\^\{?(\d{1,3})\}?|([\u00b9\u00b2\u00b3\u2070-\u2079]+)"
-_FOOTNOTE = re.compile(rf"(?<![\d\s^])[ ]?(?:{_MARK})+")  # keys^1^2: one footnote group
-_SUPERSCRIPT = str.maketrans("\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079", "0123456789")
+_MARK = r"\^\{?(\d{1,3})\}?"  # not superscript digits: in abstracts "R\u00b2" and "O(n\u00b2)" are math
+# keys^1^2 is one group. A mark followed by a lower-case word or ")" is math: "log^2 d", "O(n^2)".
+_FOOTNOTE = re.compile(rf"(?<![\d\s^])[ ]?(?:{_MARK})+(?=\s*(?:$|[.,;:!?\[(]|[A-Z]))")
 _RANGE = re.compile(r"^(\d{1,3})\s*[-\u2013]\s*(\d{1,3})$")
 PREFIX = re.compile(
     r"^(?:see\s+(?:also\s+)?|cf\.?\s+|e\.g\.,?\s+)?"
@@ -132,7 +132,7 @@ class Resolver:
         for m in _INLINE.finditer(masked):
             spans.append(RefSpan(m.start(), m.end(), (m.group(0),), "inline"))
         for m in _FOOTNOTE.finditer(masked):
-            marks = tuple(a or b.translate(_SUPERSCRIPT) for a, b in re.findall(_MARK, m.group(0)))
+            marks = tuple(re.findall(_MARK, m.group(0)))
             spans.append(RefSpan(m.start(), m.end(), marks, "footnote"))
         return _non_overlapping(spans)
 
