@@ -62,31 +62,10 @@ class AnswerChain:
         return self.generator.mode
 
     def relevance(self, question: str, sources: list[Source]) -> float:
-        """How well the best retrieved papers answer the question, 0..1: the mean of
-        - the best chunk's cosine with the question (the topic matches),
-        - the largest IDF-weighted share of the question's terms that one of the top three abstracts contains
-          (BM25 tokens, corpus IDF: a rare key term the corpus lacks is a strong 'not covered' signal),
-        - the best cosine between the question and one sentence of those abstracts (some sentence says what was
-          asked: a near-topic question matches a chunk's topic but no single statement).
-        With the sentence term, at conference scale 80% of the unanswerable questions fall below the threshold
-        instead of 63%, with no answerable one below it (docs/retrieval.md#abstention)."""
-        if not sources:
-            return 0.0
-        from rag_assistant.index.keyword import query_terms, tokenize
-        from rag_assistant.text import split_sentences
+        """How well the retrieved papers answer the question, 0..1 (answer/relevance.py says how)."""
+        from rag_assistant.answer.relevance import relevance
 
-        dense = max((s.dense_score for s in sources if s.dense_score is not None), default=0.0)
-        terms = set(query_terms(question))
-        idf = self.retriever.keyword.idf(sorted(terms))
-        total = sum(idf.values())
-        coverage = 0.0
-        for source in sources[:3]:
-            words = set(tokenize([f"{source.paper.title or ''} {source.paper.text}"])[0])
-            coverage = max(coverage, sum(idf[t] for t in terms & words) / total if total else 0.0)
-        sentences = [s for source in sources[:3] for s in split_sentences(source.paper.text)]
-        vectors = self.retriever.embedder.embed_cached([question, *sentences])
-        statement = float((vectors[1:] @ vectors[0]).max()) if sentences else 0.0
-        return round((max(dense, 0.0) + coverage + max(statement, 0.0)) / 3, 4)
+        return relevance(question, sources, self.retriever.keyword, self.retriever.embedder.embed_cached)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
         """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
