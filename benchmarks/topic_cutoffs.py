@@ -34,13 +34,13 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--tag", help="only questions with this tag (e.g. dev)")
     parser.add_argument("--ratios", default="0.8,0.7,0.6,0.5")
-    parser.add_argument("--floors", default="0.75,0.65,0.6")
+    parser.add_argument("--floors", default="0.75,0.6,0.5,0.4")
     args = parser.parse_args()
     chain = AnswerChain(load_settings(None, data_dir=args.data_dir), log=False)
     items = [i for i in load_dataset(args.dataset) if len(i.gold_papers) > 1 and (not args.tag or args.tag in i.tags)]
     print(f"{len(items)} topic questions; ratio floor -> precision recall F1")
     for ratio, floor in itertools.product(map(float, args.ratios.split(",")), map(float, args.floors.split(","))):
-        extractive._TOPIC_SCORE_RATIO, extractive.ExtractiveGenerator.sentence_floor = ratio, floor
+        extractive._TOPIC_SCORE_RATIO, extractive._TOPIC_SENTENCE_FLOOR = ratio, floor
         p, r = score(chain, items)
         print(f"{ratio:.2f} {floor:.2f} -> {p:.3f} {r:.3f} {2 * p * r / (p + r) if p + r else 0:.3f}")
 

@@ -10,8 +10,9 @@ The answer's shape follows the question (roles.asks_for_topic; when the words do
 - one paper: its best-scoring sentence, its best method and best result sentence, then more of its sentences
   within 60% of the best, up to `answer_sentences`, in abstract order; background only if it has nothing else.
 - a topic: one line per paper, best first, with its key method or result sentence, for papers scoring at least
-  70% of the leader's retrieval score whose key sentence scores at least 60% of the best one. On the dev splits
-  (conference and bundled) these two cut-offs gave the best topic citation F1 of a 0-0.8 x 0.6-0.75 grid.
+  70% of the leader's retrieval score whose key sentence scores at least 40% of the best one. On the dev splits
+  (conference and bundled) these two cut-offs gave the best topic citation F1 of a 0-0.8 x 0.4-0.75 grid
+  (benchmarks/topic_cutoffs.py).
 Deterministic: same index and question, same answer."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _RELATIVE_FLOOR = 0.6
 # Background and housekeeping sentences rarely answer a question; method and result sentences do.
 _ROLE_BONUS = {METHOD: 0.04, RESULT: 0.04, BACKGROUND: -0.06, OTHER: -0.3}
 _TOPIC_SCORE_RATIO = 0.7  # a paper in a topic answer scores at least this share of the best paper's score
+_TOPIC_SENTENCE_FLOOR = 0.4  # ... and its key sentence at least this share of the best key sentence's score
 _AMBIGUOUS_RATIO = 0.9  # without words saying which, a runner-up this close to the leader means a topic
 _MIN_WORDS = 5
 
@@ -146,7 +148,7 @@ class ExtractiveGenerator:
             i = best_sentence.get(source.paper_id)
             if i is None or source.score < _TOPIC_SCORE_RATIO * top_score:
                 continue
-            if relevance[i] < self.sentence_floor * top_sentence:
+            if relevance[i] < _TOPIC_SENTENCE_FLOOR * top_sentence:
                 continue
             lines.append("- " + cite(candidates[i].sentence, source.paper_id))
         return lines
