@@ -178,7 +178,7 @@ def test_chat_refuses_empty_questions_and_wraps_at_words(ready: Path, tmp_path: 
         child.close(force=True)
     from conftest import run_cli
 
-    logged = json.loads(run_cli("log", "--json", env={"RAG_ASSISTANT_DATA_DIR": str(data)}).stdout)
+    logged = json.loads(run_cli("log", "--kind", "chat", "--json", env={"RAG_ASSISTANT_DATA_DIR": str(data)}).stdout)
     assert [row["question"] for row in logged] == ["How does ShadowKV reduce KV cache memory?"]
     words = set(re.findall(r"[A-Za-z0-9]+", logged[0]["answer"]))
     visible = [segment.split("\r")[-1].rstrip() for segment in screen.split("\r\n")]  # after redraws
