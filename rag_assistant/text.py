@@ -15,6 +15,9 @@ _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9$\\*])")
 _PLACEHOLDER = "\u2063"  # invisible separator, never in abstracts
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _WS = re.compile(r"\s+")
+# Characters that let text drive a terminal or reorder what the reader sees: C0 controls but tab and newline,
+# DEL, C1 controls, and the bidi embeddings/overrides/isolates ("Trojan Source"); for use inside [...].
+CONTROL_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 
 STOPWORDS = frozenset(
     """a an and are as at be been being but by can could do does did for from had has have how i in into is

@@ -12,9 +12,9 @@ import re
 
 from rich.markup import escape
 
-# C0 controls except tab and newline, DEL, C1 controls, and the bidi embeddings/overrides/isolates that can
-# reorder what the reader sees ("Trojan Source"). LRM/RLM marks are harmless and legitimate in RTL names.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+from rag_assistant.text import CONTROL_CHARS
+
+_UNSAFE = re.compile(f"[{CONTROL_CHARS}]")  # LRM/RLM marks stay: harmless, and legitimate in RTL names
 REPLACEMENT = "\ufffd"  # visible, so that tampering shows instead of silently vanishing
 
 

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from rag_assistant.corpus.models import Paper
-from rag_assistant.corpus.parsers import PARSERS, short_stem
+from rag_assistant.corpus.parsers import PARSERS, location, short_stem
 from rag_assistant.errors import CorpusError
 
 
@@ -54,7 +54,7 @@ def id_prefixes(files: list[Path]) -> dict[Path, str]:
 
 
 def _where(path: Path, paper: Paper) -> str:
-    return f"{path}:{paper.line}" if paper.line is not None else f"{path}: item {paper.position}"
+    return location(path, paper.line, paper.position)
 
 
 def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: int = 20_000) -> CorpusLoad:

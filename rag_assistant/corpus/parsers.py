@@ -13,6 +13,7 @@ from typing import Any
 
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import CorpusError
+from rag_assistant.text import CONTROL_CHARS
 
 URL_RE = re.compile(r"https?://[^\s)\]}>,;\"']+")
 ID_FIELDS = ("id", "paper_id", "doc_id")
@@ -63,6 +64,11 @@ class Parsed:
     problems: list[str] = field(default_factory=list)
 
 
+def location(path: Path | str, line: int | None, position: int) -> str:
+    """Where a record is, for messages: `file:line`, or `file: item N` for formats without lines (JSON arrays)."""
+    return f"{path}:{line}" if line is not None else f"{path}: item {position}"
+
+
 def _too_long(text: str, where: str, max_chars: int) -> str | None:
     if len(text) <= max_chars:
         return None
@@ -94,7 +100,7 @@ def parse_text(path: Path, id_prefix: str, max_chars: int) -> Parsed:
 
 
 _ID_BREAKERS = re.compile(r"[\s,;]+")
-_ID_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_ID_CONTROL = re.compile(f"[\t\n{CONTROL_CHARS}]")
 
 
 def citable_id(raw: str) -> str:
@@ -120,7 +126,7 @@ def record_to_paper(
     record: dict[str, Any], path: Path, position: int, line: int | None, id_prefix: str, max_chars: int
 ) -> Paper:
     """Map a JSON/CSV record (id, title, abstract + anything else kept as metadata) to a Paper."""
-    where = f"{path}:{line}" if line is not None else f"{path}: item {position}"
+    where = location(path, line, position)
     text_key, text = _pick(record, TEXT_FIELDS)
     if not isinstance(text, str) or not text.strip():
         raise CorpusError(f"{where}: record has no abstract", "each record needs a non-empty 'abstract' field")
@@ -144,8 +150,7 @@ def record_to_paper(
 def _add_record(parsed: Parsed, record: Any, path: Path, position: int, line: int | None, *rest: Any) -> None:
     try:
         if not isinstance(record, dict):
-            where = f"{path}:{line}" if line is not None else f"{path}: item {position}"
-            raise CorpusError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            raise CorpusError(f"{location(path, line, position)}: expected a JSON object, got {type(record).__name__}")
         parsed.papers.append(record_to_paper(record, path, position, line, *rest))
     except CorpusError as exc:
         parsed.problems.append(str(exc))

@@ -13,6 +13,7 @@ from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
+from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import ConfigError, CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
@@ -128,8 +129,8 @@ def ingest_papers(
         states.update(store.paper_states(missing))
 
     conflicts = [
-        f"{p.source}:{p.line if p.line is not None else f' item {p.position}'}: id '{p.paper_id}' is already in "
-        f"the index from {states[p.paper_id].source}"
+        f"{location(p.source, p.line, p.position)}: id '{p.paper_id}' is already in the index from "
+        f"{states[p.paper_id].source}"
         for p in papers
         if p.paper_id in states and states[p.paper_id].source not in ("", p.source)
     ]
