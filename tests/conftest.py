@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,6 +52,15 @@ def ready(ready_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point this test at the shared, already-ingested data directory."""
     monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(ready_data_dir))
     return ready_data_dir
+
+
+@pytest.fixture
+def own_ready(ready_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private copy of the ingested bundled corpus, for tests that write to it (answers are logged)."""
+    target = tmp_path / "own"
+    shutil.copytree(ready_data_dir, target)
+    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(target))
+    return target
 
 
 def run_cli(

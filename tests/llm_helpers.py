@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 SOURCE_LINE = re.compile(r"^\[([^\]]+)\] ", re.MULTILINE)
 
 
@@ -32,3 +34,12 @@ def cited_answer(req: dict[str, Any]) -> str:
     """A faithful answer: the first sentence of the top source, cited."""
     top = source_ids(req)[0]
     return f"{source_sentence(req, top)} [{top}]."
+
+
+def use_llm_server(monkeypatch: pytest.MonkeyPatch, base_url: str, key: str, retries: int, timeout: float) -> None:
+    """Configure LLM mode through the environment, as a user would, for the scripted server at `base_url`."""
+    monkeypatch.setenv("OPENAI_BASE_URL", base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("RAG_ASSISTANT_LLM_MODEL", "fake-model")
+    monkeypatch.setenv("RAG_ASSISTANT_LLM_MAX_RETRIES", str(retries))
+    monkeypatch.setenv("RAG_ASSISTANT_LLM_TIMEOUT", str(timeout))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLMServer, delay, empty, garbage, reply, reply_fn, status
-from llm_helpers import cited_answer, source_ids, source_sentence
+from llm_helpers import cited_answer, source_ids, source_sentence, use_llm_server
 
 from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.config import load_settings
@@ -21,11 +21,7 @@ SECRET = "sk-test-SECRET-do-not-print-123"
 @pytest.fixture
 def srv(monkeypatch: pytest.MonkeyPatch, ready: Path):
     with FakeLLMServer(default=cited_answer) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-        monkeypatch.setenv("RAG_ASSISTANT_LLM_MODEL", "fake-model")
-        monkeypatch.setenv("RAG_ASSISTANT_LLM_MAX_RETRIES", "2")
-        monkeypatch.setenv("RAG_ASSISTANT_LLM_TIMEOUT", "1.5")
+        use_llm_server(monkeypatch, server.base_url, SECRET, retries=2, timeout=1.5)
         yield server
 
 

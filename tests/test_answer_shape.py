@@ -49,7 +49,7 @@ def test_markup_is_made_readable() -> None:
     assert clean_markup("50% cheaper, costs \\$5, __init__") == "50% cheaper, costs \\$5, __init__"
 
 
-def test_question_about_one_paper_is_answered_from_it_with_method_and_result(cli, ready) -> None:
+def test_question_about_one_paper_is_answered_from_it_with_method_and_result(cli, own_ready) -> None:
     result = cli("ask", "How does ShadowKV reduce KV cache memory?", "--json")
     answer = json.loads(result.stdout)
     assert answer["citations"] == ["004:17"], answer["answer"]
@@ -58,7 +58,7 @@ def test_question_about_one_paper_is_answered_from_it_with_method_and_result(cli
     assert "With the widespread deployment" not in answer["answer"]  # not the motivation
 
 
-def test_topic_question_gets_one_cited_line_per_paper(cli, ready) -> None:
+def test_topic_question_gets_one_cited_line_per_paper(cli, own_ready) -> None:
     result = cli("ask", "Which papers study jailbreak attacks on language models?", "--json")
     answer = json.loads(result.stdout)
     lines = [line for line in answer["answer"].split("\n") if line.strip()]
@@ -69,6 +69,6 @@ def test_topic_question_gets_one_cited_line_per_paper(cli, ready) -> None:
     assert plain.stdout.count("\n- ") + plain.stdout.startswith("- ") == len(lines)  # whole lines in a pipe
 
 
-def test_question_the_seeds_cannot_answer_abstains(cli, ready) -> None:
+def test_question_the_seeds_cannot_answer_abstains(cli, own_ready) -> None:
     result = cli("ask", "Which paper introduces a speech recognition model for low-resource languages?", "--json")
     assert json.loads(result.stdout)["abstained"] is True

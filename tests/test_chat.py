@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import sys
 import time
@@ -61,10 +60,8 @@ def _slash(child: pexpect.spawn, line: str) -> str:
 
 
 @pytest.fixture
-def data(ready: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "own"
-    shutil.copytree(ready, target)
-    return target
+def data(own_ready: Path) -> Path:
+    return own_ready
 
 
 def _session_walkthrough(child: pexpect.spawn, tmp_path: Path) -> None:

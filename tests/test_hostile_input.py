@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -125,7 +124,7 @@ def test_duplicate_id_error_names_file_and_line_with_absolute_paths(cli, tmp_pat
 
 
 @pytest.mark.parametrize("question", ["", "   ", "?!...,;:"])
-def test_empty_or_punctuation_question_is_a_usage_error_and_not_logged(cli, ready, question) -> None:
+def test_empty_or_punctuation_question_is_a_usage_error_and_not_logged(cli, own_ready, question) -> None:
     result = cli("ask", question)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith("error: the question is "), result.stderr
@@ -135,7 +134,7 @@ def test_empty_or_punctuation_question_is_a_usage_error_and_not_logged(cli, read
     assert all(row["question"].strip(" ?!.,;:") for row in json.loads(logged.stdout or "[]"))
 
 
-def test_overlong_question_is_cut_with_a_warning(cli, ready) -> None:
+def test_overlong_question_is_cut_with_a_warning(cli, own_ready) -> None:
     question = "How does ShadowKV reduce KV cache memory? " + "padding words " * 1500  # ~21 KB
     result = cli("ask", question, "--json")
     answer = json.loads(result.stdout)
@@ -143,7 +142,7 @@ def test_overlong_question_is_cut_with_a_warning(cli, ready) -> None:
     assert any("question was cut to its first" in w for w in answer["warnings"])
 
 
-def test_batch_fails_empty_rows_alone_and_names_markdown_headings_by_qid(cli, ready, tmp_path: Path) -> None:
+def test_batch_fails_empty_rows_alone_and_names_markdown_headings_by_qid(cli, own_ready, tmp_path: Path) -> None:
     questions = tmp_path / "q.csv"
     questions.write_text("qid,question\nq-shadow,How does ShadowKV reduce KV cache memory?\nq-empty,?!\n")
     out = tmp_path / "answers.md"
@@ -155,11 +154,10 @@ def test_batch_fails_empty_rows_alone_and_names_markdown_headings_by_qid(cli, re
 
 
 @pytest.mark.slow
-def test_chat_refuses_empty_questions_and_wraps_at_words(ready: Path, tmp_path: Path) -> None:
+def test_chat_refuses_empty_questions_and_wraps_at_words(own_ready: Path) -> None:
     import pexpect
 
-    data = tmp_path / "own"
-    shutil.copytree(ready, data)
+    data = own_ready
     env = {**os.environ, "RAG_ASSISTANT_DATA_DIR": str(data), "PROMPT_TOOLKIT_NO_CPR": "1", "NO_COLOR": "1"}
     exe = str(Path(sys.executable).with_name("rag-assistant"))
     child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=90, dimensions=(60, 70))

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLMServer
+from llm_helpers import use_llm_server
 from llm_scenarios import FABRICATED, SCENARIOS
 
 from rag_assistant.answer.chain import MODEL_ABSTAIN_TEXT, AnswerChain
@@ -37,11 +38,7 @@ CONTENT = [
 @pytest.fixture
 def srv(monkeypatch: pytest.MonkeyPatch, ready: Path):
     with FakeLLMServer(default="The corpus does not cover this question.") as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-        monkeypatch.setenv("RAG_ASSISTANT_LLM_MODEL", "fake-model")
-        monkeypatch.setenv("RAG_ASSISTANT_LLM_MAX_RETRIES", "1")
-        monkeypatch.setenv("RAG_ASSISTANT_LLM_TIMEOUT", "1")
+        use_llm_server(monkeypatch, server.base_url, SECRET, retries=1, timeout=1)
         yield server
 
 
