@@ -10,6 +10,7 @@ import typer
 
 from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
 from rag_assistant.cli.common import err, out, print_json, settings_from
+from rag_assistant.cli.progress import ProgressBar
 
 if TYPE_CHECKING:
     from rag_assistant.evaluate.compare import Delta
@@ -107,7 +108,13 @@ def eval_(
     target = out_dir or _default_out("retrieval" if retrieval_only else settings.resolved_mode())
     check_run_dir(target, force)  # before answering anything: a late failure would lose the whole run
 
-    with _progress(len(items)) as advance:
+    with ProgressBar("evaluating", total=len(items), elapsed=True) as bar:
+
+        def advance(done: int, total: int, record: dict[str, Any]) -> None:
+            bar.update(done)
+            if done % 10 == 0 or done == total:
+                bar.note(f"evaluated {done}/{total} questions")
+
         if retrieval_only:
             run = run_retrieval(items, settings, k=settings.top_k, on_progress=advance)
         else:
@@ -161,38 +168,6 @@ def eval_compare(
     out().print(f"A: {safe(str(a))} [dim]({safe(describe(sa))})[/]")
     out().print(f"B: {safe(str(b))} [dim]({safe(describe(sb))})[/]")
     out().print(_delta_table(rows, "B - A"))
-
-
-class _progress:
-    """A transient progress bar on stderr; plain lines every 10 questions when stderr is not a terminal."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-
-    def __enter__(self):  # noqa: ANN204
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(
-            TextColumn("evaluating"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err(),
-            transient=True,
-        )
-        self.task = self.progress.add_task("eval", total=self.total)
-        if err().is_terminal:
-            self.progress.start()
-
-        def advance(done: int, total: int, record: dict[str, Any]) -> None:
-            self.progress.update(self.task, completed=done)
-            if not err().is_terminal and (done % 10 == 0 or done == total):
-                err().print(f"evaluated {done}/{total} questions")
-
-        return advance
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
 
 
 def register(app: typer.Typer) -> None:
