@@ -7,19 +7,7 @@ from typing import Annotated
 import typer
 
 from rag_assistant.cli.common import err, out, print_json, settings_from
-
-ModeOpt = Annotated[
-    str | None,
-    typer.Option("--mode", help="auto (llm when configured, else extractive), extractive or llm.", show_default=False),
-]
-ModelOpt = Annotated[
-    str | None, typer.Option("--llm-model", help="Model name. Env: RAG_ASSISTANT_LLM_MODEL.", show_default=False)
-]
-BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option("--llm-base-url", help="OpenAI-compatible base URL. Env: OPENAI_BASE_URL.", show_default=False),
-]
-TopKOpt = Annotated[int | None, typer.Option("-k", "--top-k", help="Papers retrieved.", min=1, max=50)]
+from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
 
 
 def ask(
@@ -36,7 +24,7 @@ def ask(
     from rag_assistant.answer.chain import AnswerChain
     from rag_assistant.cli.render import render_answer, stream_answer
 
-    settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+    settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     chain = AnswerChain(settings)
     stream = not as_json and chain.mode == "llm" and out().is_terminal
     if stream:

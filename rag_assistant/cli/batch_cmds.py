@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
-from rag_assistant.cli.common import err, out, print_json, progress_bar, settings_from
+from rag_assistant.cli.common import err, out, print_json, progress_bar
+from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
 
 if TYPE_CHECKING:
     from rag_assistant.batch import RowDone
@@ -43,7 +43,7 @@ def batch(
     questions already answered are skipped, failed ones retried. Exit 1 when some question failed."""
     from rag_assistant.batch import run_batch
 
-    settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+    settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     if concurrency > 1 and settings.resolved_mode() != "llm":
         err().print("note: --concurrency is ignored in extractive mode (answering is CPU-bound); using 1")
         concurrency = 1

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
-from rag_assistant.cli.common import err, out, settings_from
+from rag_assistant.cli.common import err, out
+from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
 from rag_assistant.cli.safe import safe, tag
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def chat(
     from rag_assistant.answer.chain import AnswerChain
     from rag_assistant.chat import ChatSession
 
-    settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+    settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     session = ChatSession(AnswerChain(settings))
     read = _reader(settings.data_dir)
     out().print(f"rag-assistant chat · {safe(_mode(session))} · session {session.id} · /help for commands")
@@ -136,7 +136,7 @@ def _show(session: ChatSession, paper_id: str) -> None:
     if not paper_id:
         out().print("usage: /show ID")
         return
-    paper = session.papers.get(paper_id) or session.chain.retriever.store.papers([paper_id]).get(paper_id)
+    paper = session.papers.get(paper_id) or session.chain.retriever.papers([paper_id]).get(paper_id)
     if paper is None:
         out().print(f"No paper {safe(paper_id)} in the index.")
         return

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from rag_assistant.cli.answer_cmds import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt
-from rag_assistant.cli.common import err, out, print_json, settings_from
+from rag_assistant.cli.common import err, out, print_json
+from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
 from rag_assistant.cli.progress import ProgressBar
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def eval_(
 
     if judge_base_url and not judge:
         raise ConfigError("--judge-base-url needs --judge MODEL", "name the judge model with --judge")
-    settings = settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+    settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     items = load_dataset(dataset, None if tags else limit)
     if tags:  # filter first, then take the first --limit of what is left
         items = select_tags(items, tags)[:limit]

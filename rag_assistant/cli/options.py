@@ -1,0 +1,33 @@
+"""The options several commands share, defined once: the answer block (-k, --mode, --llm-model,
+--llm-base-url) of ask, chat, batch and eval, and the Settings they make with the global options."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from rag_assistant.cli.common import settings_from
+
+if TYPE_CHECKING:
+    from rag_assistant.config import Settings
+
+TopKOpt = Annotated[int | None, typer.Option("-k", "--top-k", help="Papers retrieved.", min=1, max=50)]
+ModeOpt = Annotated[
+    str | None,
+    typer.Option("--mode", help="auto (llm when configured, else extractive), extractive or llm.", show_default=False),
+]
+ModelOpt = Annotated[
+    str | None, typer.Option("--llm-model", help="Model name. Env: RAG_ASSISTANT_LLM_MODEL.", show_default=False)
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--llm-base-url", help="OpenAI-compatible base URL. Env: OPENAI_BASE_URL.", show_default=False),
+]
+
+
+def answer_settings(
+    ctx: typer.Context, k: int | None, mode: str | None, llm_model: str | None, llm_base_url: str | None
+) -> Settings:
+    """Settings from the global options plus the answer block (None: not given on the command line)."""
+    return settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
