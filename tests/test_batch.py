@@ -23,8 +23,7 @@ import pytest
 from fake_llm import FakeLLMServer, Step, garbage, status
 
 from rag_assistant.answer.models import Answer, Reference
-from rag_assistant.batch import journal_path, run_batch
-from rag_assistant.batch_io import BatchInputError, read_input
+from rag_assistant.batch import BatchInputError, journal_path, read_input, run_batch
 from rag_assistant.config import Settings
 from rag_assistant.errors import IndexStoreError, LLMError
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.answer.models import Answer, Draft
-from rag_assistant.batch_io import (
+from rag_assistant.batch.inputs import (
     BatchInputError,
     Entry,
     InputRow,
