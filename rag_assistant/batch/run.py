@@ -1,70 +1,31 @@
-"""Batch answering: many questions from a file, one durable output line per question, resumable after a kill.
+"""Batch runs: run_batch (plan, answer, resume, final file), the BatchSummary it returns and RowDone progress.
 
 Resume: the JSONL journal (the .jsonl output itself, or OUT.partial.jsonl beside a .csv/.md output) holds
 one line per finished row. A rerun answers only the rows whose id has no `ok` line for the same question;
-failed rows are retried and their line replaced when the final file is written.
-
-Threads: in llm mode `concurrency` questions are in flight at once, all through one AnswerChain. The
-chain's CPU work (retrieval, embedding, citation checks, the provenance log) is not safe to share across
-threads -- the embedder's cache, the lazily built keyword index and the HF tokenizer ("Already borrowed")
-are not -- and would not run faster in parallel anyway, so it runs under one lock that only the LLM
-request releases. The OpenAI client under LlamaIndex's OpenAILike is thread-safe (one httpx pool)."""
+failed rows are retried and their line replaced when the final file is written."""
 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from rag_assistant.answer.models import Answer, Draft
-from rag_assistant.batch.inputs import (
-    BatchInputError,
-    Entry,
-    InputRow,
-    Journal,
-    make_record,
-    output_kind,
-    read_final_status,
-    read_input,
+from rag_assistant.batch.answerer import Answerer, Chain
+from rag_assistant.batch.inputs import BatchInputError, InputRow, read_input
+from rag_assistant.batch.journal import Journal, is_done, journal_path, read_final_status
+from rag_assistant.batch.outputs import (
+    OUTPUT_KINDS,
+    summary_lines,
     write_atomic,
     write_csv,
     write_jsonl,
     write_markdown,
 )
 from rag_assistant.config import Settings
-from rag_assistant.errors import (
-    STOP_AFTER,
-    SYSTEMIC_REASONS,
-    BatchStoppedError,
-    ConfigError,
-    IndexStoreError,
-    LLMError,
-    PromptError,
-    RagAssistantError,
-)
-
-if TYPE_CHECKING:
-    from rag_assistant.answer.chain import Generator
-    from rag_assistant.retrieve import Source
-
-# Errors that would fail every question alike (no index, bad settings, broken prompt): stop the batch
-# instead of writing the same failure thousands of times. LLM errors stay per question, except that
-# STOP_AFTER systemic failures of one kind in a row stop the batch too (errors.SYSTEMIC_REASONS).
-FATAL = (IndexStoreError, ConfigError, PromptError, BatchStoppedError)
-
-
-class Chain(Protocol):
-    """What the batch needs of an AnswerChain (tests pass a stub)."""
-
-    @property
-    def mode(self) -> str: ...
-
-    def ask(self, question: str, k: int | None = None, *, kind: str = "ask", session: str | None = None) -> Answer: ...
 
 
 @dataclass
@@ -105,113 +66,58 @@ class BatchSummary:
         return {**asdict(self), "exit_code": self.exit_code}
 
     def lines(self) -> list[str]:
-        lines = [
-            f"{self.total} questions: {self.answered} answered, {self.abstained} abstained, {self.failed} failed, "
-            f"{self.skipped} skipped (already done)",
-            f"mode {self.mode or '-'}" + (f" · model {self.model}" if self.model else ""),
-        ]
-        if self.mean_seconds is not None:
-            lines.append(
-                f"wall time {self.wall_seconds:.1f}s · {self.mean_seconds:.2f}s mean, "
-                f"{self.p95_seconds:.2f}s p95 per question"
-            )
-        if self.dropped:
-            lines.append(f"{self.dropped} row(s) of an earlier run are not in the input any more and were dropped")
-        return lines
+        return summary_lines(
+            (self.total, self.answered, self.abstained, self.failed),
+            self.mode or "-",
+            self.model,
+            skipped=self.skipped,
+            times=(self.wall_seconds, self.mean_seconds, self.p95_seconds),
+            dropped=self.dropped,
+        )
 
 
-class _UnlockedGenerator:
-    """Wraps the LLM generator so the request runs outside the chain lock its caller holds."""
+class _Recorder:
+    """The callback for each finished row of a run: journal its record, count it, report progress."""
 
-    def __init__(self, inner: Generator, lock: threading.Lock) -> None:
-        self.inner = inner
-        self.lock = lock
-        self.mode = inner.mode
-        self.model = inner.model
+    def __init__(
+        self, journal: Journal, summary: BatchSummary, todo: int, progress: Callable[[RowDone], None] | None
+    ) -> None:
+        self.journal = journal
+        self.summary = summary
+        self.todo = todo
+        self.progress = progress
+        self.seconds: list[float] = []
 
-    def answer(self, question: str, sources: list[Source]) -> Draft:
-        self.lock.release()
-        try:
-            return self.inner.answer(question, sources)
-        finally:
-            self.lock.acquire()
+    def __call__(self, record: dict[str, Any]) -> None:
+        self.journal.append(record)
+        summary = self.summary
+        if record["status"] != "ok":
+            summary.failed += 1
+            summary.failed_ids.append(record["id"])
+        elif record.get("abstained"):
+            summary.abstained += 1
+        else:
+            summary.answered += 1
+        total = (record.get("timings") or {}).get("total")
+        if total is not None:
+            self.seconds.append(float(total))
+        if self.progress is not None:
+            done = summary.answered + summary.abstained + summary.failed
+            row_id, status, error = record["id"], record["status"], record.get("error")
+            self.progress(RowDone(done, summary.failed, self.todo, row_id, status, float(total or 0.0), error))
 
-
-class Answerer:
-    """One chain shared by the worker threads; see the module docstring for the locking."""
-
-    def __init__(self, settings: Settings, k: int | None, session: str, chain: Chain | None = None) -> None:
-        from rag_assistant.answer.redact import secrets_of
-
-        self.lock = threading.Lock()
-        self.k = k
-        self.session = session
-        self.secrets = secrets_of(settings)
-        self.streak: list[str] = []  # reasons of the systemic failures since the last success
-        if chain is None:
-            from rag_assistant.answer.chain import AnswerChain, make_generator
-            from rag_assistant.retrieve import Retriever
-
-            retriever = Retriever(settings)
-            generator = make_generator(settings, retriever)
-            if generator.mode == "llm":
-                # Build the LlamaIndex client now, in one thread, rather than racing to build it lazily.
-                getattr(generator, "llm", None)
-                generator = _UnlockedGenerator(generator, self.lock)
-            chain = AnswerChain(settings, retriever, generator)
-        self.chain = chain
-
-    @property
-    def mode(self) -> str:
-        return self.chain.mode
-
-    @property
-    def model(self) -> str:
-        generator = getattr(self.chain, "generator", None)
-        return str(getattr(generator, "model", "") or "")
-
-    def answer(self, row: InputRow) -> dict[str, Any]:
-        """The output record of one row; per-question failures become failed rows, FATAL ones propagate."""
-        started = time.perf_counter()
-        if row.error:  # never asked, so not timed: it must not drag the mean time per question down
-            return make_record(row, Answer(question=row.question, mode=self.mode, model=self.model, error=row.error))
-        try:
-            with self.lock:
-                started = time.perf_counter()  # waiting for other questions' CPU work is not this one's time
-                answer = self.chain.ask(row.question, self.k, kind="batch", session=self.session)
-            self._count(None)
-        except FATAL:
-            raise
-        except RagAssistantError as exc:
-            self._count(exc)
-            answer = Answer(question=row.question, mode=self.mode, model=self.model, error=self._clean(str(exc)))
-        except Exception as exc:  # one odd question must not sink a long batch; the error is kept
-            error = self._clean(f"{type(exc).__name__}: {exc}")
-            answer = Answer(question=row.question, mode=self.mode, model=self.model, error=error)
-        answer.timings.setdefault("total", round(time.perf_counter() - started, 4))
-        return make_record(row, answer)
-
-    def _clean(self, text: str) -> str:
-        from rag_assistant.answer.redact import scrub
-
-        return scrub(text, self.secrets)
-
-    def _count(self, exc: RagAssistantError | None) -> None:
-        """Raise BatchStoppedError on the STOP_AFTER-th systemic failure of one kind in a row."""
-        reason = exc.reason if isinstance(exc, LLMError) and exc.reason in SYSTEMIC_REASONS else None
-        with self.lock:
-            self.streak = [] if reason is None else [*self.streak, reason] if self.streak[-1:] == [reason] else [reason]
-            stop = len(self.streak) >= STOP_AFTER
-        if stop and exc is not None:
-            raise BatchStoppedError(
-                f"stopped: {STOP_AFTER} questions in a row failed alike: {self._clean(exc.message)}",
-                (exc.hint + "; " if exc.hint else "") + "rerun the same command to resume once it is fixed",
-                reason=reason or "other",
-            ) from None
+    def set_times(self) -> None:
+        """The mean and the nearest-rank p95 of this run's question times."""
+        if self.seconds:
+            ordered = sorted(self.seconds)
+            self.summary.mean_seconds = round(sum(ordered) / len(ordered), 4)
+            self.summary.p95_seconds = round(ordered[max(0, -(-95 * len(ordered) // 100) - 1)], 4)
 
 
-def journal_path(output: Path) -> Path:
-    return output if output.suffix.lower() == ".jsonl" else output.with_name(output.name + ".partial.jsonl")
+def output_kind(path: Path) -> str:
+    if path.suffix.lower() not in OUTPUT_KINDS:
+        raise BatchInputError(f"unsupported output file type: {path.name}", "use -o with .jsonl, .csv or .md")
+    return path.suffix.lower()
 
 
 def run_batch(
@@ -238,42 +144,22 @@ def run_batch(
         journal_file.unlink(missing_ok=True)
         output.unlink(missing_ok=True)
     summary = BatchSummary(output=str(output), total=len(rows))
-
     if kind != ".jsonl" and output.exists() and not journal_file.exists():
         return _finished_earlier(rows, output, journal_file, summary, started)
 
     journal = Journal(journal_file)
     journal.load()
-    todo = [r for r in rows if not _done(journal.entries.get(r.id), r)]
+    todo = [r for r in rows if not is_done(journal.entries.get(r.id), r)]
     summary.skipped = len(rows) - len(todo)
     if on_start is not None:
         on_start(len(todo), summary.skipped)
     answerer = Answerer(settings, k, f"batch:{output.name}", chain) if todo else None
-    seconds: list[float] = []
+    recorder = _Recorder(journal, summary, len(todo), progress)
     try:
         if answerer is not None:
             summary.mode, summary.model = answerer.mode, answerer.model
-
-            def finished(record: dict[str, Any]) -> None:
-                journal.append(record)
-                if record["status"] != "ok":
-                    summary.failed += 1
-                    summary.failed_ids.append(record["id"])
-                elif record.get("abstained"):
-                    summary.abstained += 1
-                else:
-                    summary.answered += 1
-                total = (record.get("timings") or {}).get("total")
-                if total is not None:
-                    seconds.append(float(total))
-                if progress is not None:
-                    done = summary.answered + summary.abstained + summary.failed
-                    error = record.get("error")
-                    row_id, status = record["id"], record["status"]
-                    progress(RowDone(done, summary.failed, len(todo), row_id, status, float(total or 0.0), error))
-
             workers = concurrency if answerer.mode == "llm" else 1  # extractive answering is CPU-bound
-            _execute(todo, answerer, workers, finished)
+            _execute(todo, answerer, workers, recorder)
         else:
             first = next(iter(journal.entries.values()), None)
             summary.mode, summary.model = (first.mode, first.model) if first else (settings.resolved_mode(), "")
@@ -284,16 +170,8 @@ def run_batch(
     finally:
         journal.close()
     summary.wall_seconds = round(time.perf_counter() - started, 3)
-    if seconds:
-        ordered = sorted(seconds)
-        summary.mean_seconds = round(sum(ordered) / len(ordered), 4)
-        summary.p95_seconds = round(ordered[max(0, -(-95 * len(ordered) // 100) - 1)], 4)  # nearest rank
+    recorder.set_times()
     return summary
-
-
-def _done(entry: Entry | None, row: InputRow) -> bool:
-    # An edited question under the same id (a txt line rewritten in place) is answered again.
-    return entry is not None and entry.status == "ok" and entry.question == row.question
 
 
 def _execute(
@@ -342,14 +220,7 @@ def _write_final(kind: str, output: Path, journal: Journal, rows: list[InputRow]
         columns = list(dict.fromkeys(name for r in rows for name in r.fields))
         write_atomic(output, lambda f: write_csv(f, journal.records(ids), columns))
     else:
-        counts = _final_counts(journal, ids)
-        lines = [
-            f"{len(ids)} questions: {counts['answered']} answered, {counts['abstained']} abstained, "
-            f"{counts['failed']} failed",
-            f"mode {summary.mode}" + (f" · model {summary.model}" if summary.model else ""),
-        ]
-        if counts["mean"] is not None:
-            lines.append(f"{counts['mean']:.2f}s mean per question")
+        lines = _report_lines(journal, ids, summary)
         write_atomic(output, lambda f: write_markdown(f, journal.records(ids), "Batch answers", lines))
     journal.close()
     if any(journal.entries[i].status != "ok" for i in ids if i in journal.entries):
@@ -358,16 +229,14 @@ def _write_final(kind: str, output: Path, journal: Journal, rows: list[InputRow]
         journal.path.unlink(missing_ok=True)
 
 
-def _final_counts(journal: Journal, ids: list[str]) -> dict[str, Any]:
+def _report_lines(journal: Journal, ids: list[str], summary: BatchSummary) -> list[str]:
+    """The .md report's summary: every input row's latest state, this run's or an earlier one's."""
     entries = [journal.entries[i] for i in ids if i in journal.entries]
     ok = [e for e in entries if e.status == "ok"]
     times = [e.seconds for e in ok if e.seconds is not None]
-    return {
-        "answered": sum(not e.abstained for e in ok),
-        "abstained": sum(e.abstained for e in ok),
-        "failed": len(entries) - len(ok),
-        "mean": sum(times) / len(times) if times else None,
-    }
+    counts = (len(ids), sum(not e.abstained for e in ok), sum(e.abstained for e in ok), len(entries) - len(ok))
+    mean = sum(times) / len(times) if times else None
+    return summary_lines(counts, summary.mode, summary.model, times=(None, mean, None))
 
 
 def _finished_earlier(
@@ -375,7 +244,7 @@ def _finished_earlier(
 ) -> BatchSummary:
     """A .csv/.md output without its journal is a batch that completed with every row ok."""
     entries = read_final_status(output)
-    missing = [r.id for r in rows if not _done(entries.get(r.id), r)]
+    missing = [r.id for r in rows if not is_done(entries.get(r.id), r)]
     if missing:
         raise BatchInputError(
             f"{output} exists but {len(missing)} question(s) are not answered in it, and its journal "

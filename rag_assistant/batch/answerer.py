@@ -1,0 +1,140 @@
+"""Batch answering of one row: the shared chain and its lock, the one builder of a failed row's Answer, and
+the stop after STOP_AFTER systemic failures of one kind in a row.
+
+Threads: in llm mode `concurrency` questions are in flight at once, all through one AnswerChain. The
+chain's CPU work (retrieval, embedding, citation checks, the provenance log) is not safe to share across
+threads -- the embedder's cache, the lazily built keyword index and the HF tokenizer ("Already borrowed")
+are not -- and would not run faster in parallel anyway, so it runs under one lock that only the LLM
+request releases. The OpenAI client under LlamaIndex's OpenAILike is thread-safe (one httpx pool)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.batch.inputs import InputRow
+from rag_assistant.batch.journal import make_record
+from rag_assistant.config import Settings
+from rag_assistant.errors import (
+    STOP_AFTER,
+    SYSTEMIC_REASONS,
+    BatchStoppedError,
+    ConfigError,
+    IndexStoreError,
+    LLMError,
+    PromptError,
+    RagAssistantError,
+)
+
+if TYPE_CHECKING:
+    from rag_assistant.answer.chain import Generator
+    from rag_assistant.retrieve import Source
+
+# Errors that would fail every question alike (no index, bad settings, broken prompt): stop the batch
+# instead of writing the same failure thousands of times. LLM errors stay per question, except that
+# STOP_AFTER systemic failures of one kind in a row stop the batch too (errors.SYSTEMIC_REASONS).
+FATAL = (IndexStoreError, ConfigError, PromptError, BatchStoppedError)
+
+
+class Chain(Protocol):
+    """What the batch needs of an AnswerChain (tests pass a stub)."""
+
+    @property
+    def mode(self) -> str: ...
+
+    def ask(self, question: str, k: int | None = None, *, kind: str = "ask", session: str | None = None) -> Answer: ...
+
+
+class _UnlockedGenerator:
+    """Wraps the LLM generator so the request runs outside the chain lock its caller holds."""
+
+    def __init__(self, inner: Generator, lock: threading.Lock) -> None:
+        self.inner = inner
+        self.lock = lock
+        self.mode = inner.mode
+        self.model = inner.model
+
+    def answer(self, question: str, sources: list[Source]) -> Draft:
+        self.lock.release()
+        try:
+            return self.inner.answer(question, sources)
+        finally:
+            self.lock.acquire()
+
+
+class Answerer:
+    """One chain shared by the worker threads; see the module docstring for the locking."""
+
+    def __init__(self, settings: Settings, k: int | None, session: str, chain: Chain | None = None) -> None:
+        from rag_assistant.answer.redact import secrets_of
+
+        self.lock = threading.Lock()
+        self.k = k
+        self.session = session
+        self.secrets = secrets_of(settings)
+        self.streak: list[str] = []  # reasons of the systemic failures since the last success
+        if chain is None:
+            from rag_assistant.answer.chain import AnswerChain, make_generator
+            from rag_assistant.retrieve import Retriever
+
+            retriever = Retriever(settings)
+            generator = make_generator(settings, retriever)
+            if generator.mode == "llm":
+                # Build the LlamaIndex client now, in one thread, rather than racing to build it lazily.
+                getattr(generator, "llm", None)
+                generator = _UnlockedGenerator(generator, self.lock)
+            chain = AnswerChain(settings, retriever, generator)
+        self.chain = chain
+
+    @property
+    def mode(self) -> str:
+        return self.chain.mode
+
+    @property
+    def model(self) -> str:
+        generator = getattr(self.chain, "generator", None)
+        return str(getattr(generator, "model", "") or "")
+
+    def answer(self, row: InputRow) -> dict[str, Any]:
+        """The output record of one row; per-question failures become failed rows, FATAL ones propagate."""
+        started = time.perf_counter()
+        if row.error:  # never asked, so not timed: it must not drag the mean time per question down
+            return make_record(row, self._failed(row, row.error))
+        try:
+            with self.lock:
+                started = time.perf_counter()  # waiting for other questions' CPU work is not this one's time
+                answer = self.chain.ask(row.question, self.k, kind="batch", session=self.session)
+            self._count(None)
+        except FATAL:
+            raise
+        except RagAssistantError as exc:
+            self._count(exc)
+            answer = self._failed(row, self._clean(str(exc)))
+        except Exception as exc:  # one odd question must not sink a long batch; the error is kept
+            answer = self._failed(row, self._clean(f"{type(exc).__name__}: {exc}"))
+        answer.timings.setdefault("total", round(time.perf_counter() - started, 4))
+        return make_record(row, answer)
+
+    def _failed(self, row: InputRow, error: str) -> Answer:
+        """The Answer of a row that has none: its question, this run's mode and model, and why."""
+        return Answer(question=row.question, mode=self.mode, model=self.model, error=error)
+
+    def _clean(self, text: str) -> str:
+        from rag_assistant.answer.redact import scrub
+
+        return scrub(text, self.secrets)
+
+    def _count(self, exc: RagAssistantError | None) -> None:
+        """Raise BatchStoppedError on the STOP_AFTER-th systemic failure of one kind in a row."""
+        reason = exc.reason if isinstance(exc, LLMError) and exc.reason in SYSTEMIC_REASONS else None
+        with self.lock:
+            self.streak = [] if reason is None else [*self.streak, reason] if self.streak[-1:] == [reason] else [reason]
+            stop = len(self.streak) >= STOP_AFTER
+        if stop and exc is not None:
+            raise BatchStoppedError(
+                f"stopped: {STOP_AFTER} questions in a row failed alike: {self._clean(exc.message)}",
+                (exc.hint + "; " if exc.hint else "") + "rerun the same command to resume once it is fixed",
+                reason=reason or "other",
+            ) from None
