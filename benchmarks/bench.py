@@ -174,7 +174,8 @@ def worker_build(args: argparse.Namespace) -> dict[str, Any]:
     import numpy as np
 
     from rag_assistant.corpus.models import Paper
-    from rag_assistant.index.ingest import ingest_papers, model_signature, sync_keyword_index
+    from rag_assistant.index.ingest import ingest_papers, sync_keyword_index
+    from rag_assistant.index.state import model_signature
     from rag_assistant.index.store import StoredChunk, open_store, paper_to_metadata
     from rag_assistant.text import split_sentences
 
@@ -228,8 +229,8 @@ def worker_build(args: argparse.Namespace) -> dict[str, Any]:
 
 def keyword_update_seconds(settings: Any, papers: list[Any]) -> float:
     """What a small ingest costs the keyword index: 200 chunks added and 50 removed, on a copy."""
-    from rag_assistant.index.ingest import keyword_dir
     from rag_assistant.index.keyword import KeywordIndex
+    from rag_assistant.index.state import keyword_dir
 
     copy = keyword_dir(settings).with_name("bench-copy")
     shutil.copytree(keyword_dir(settings), copy)

@@ -61,8 +61,7 @@ def parse_overrides(spec: str) -> dict[str, Any]:
 
 def measure(base: Retriever, overrides: dict[str, Any], items: list[Any], dataset: Path) -> dict[str, Any]:
     settings = base.settings.model_copy(update=overrides)
-    retriever = Retriever(settings, store=base.store, embedder=base.embedder)
-    retriever._keyword = base.keyword  # noqa: SLF001 - one loaded BM25 index for every setting
+    retriever = Retriever(settings, reader=base.reader, embedder=base.embedder)  # one loaded BM25 index for all
     run = run_retrieval(items, settings, k=5, retriever=retriever)
     return summarize(run, dataset)
 

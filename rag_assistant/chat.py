@@ -130,7 +130,7 @@ class ChatSession:
         shaped = [m.strip() for m in _BRACKET.findall(text)] + _ID_SHAPE.findall(text)
         candidates = list(dict.fromkeys(seen + [c for c in shaped if c not in self.papers]))
         if len(candidates) > len(seen):
-            found = self.chain.retriever.store.papers(candidates)
+            found = self.chain.retriever.papers(candidates)
             self.papers.update(found)
             candidates = [c for c in candidates if c in found]
         return sorted(candidates, key=text.find)

@@ -1,8 +1,10 @@
-"""Hybrid retrieval: dense (Chroma) + keyword (BM25), convex fusion per paper, dense pseudo-relevance feedback."""
+"""Hybrid retrieval: dense (Chroma) + keyword (BM25), convex fusion per paper, dense pseudo-relevance feedback.
+Reads the index only through its read-only face (index/reader.py), and hands the layers above what they read
+of it (papers by id, keyword statistics), so nothing above reaches the store."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,10 +12,9 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import EmptyIndexError
 from rag_assistant.index.embedding import Embedder, get_embedder
-from rag_assistant.index.ingest import check_model, sync_keyword_index
-from rag_assistant.index.keyword import KeywordIndex
-from rag_assistant.index.pending import unfinished_papers
-from rag_assistant.index.store import ChunkHit, VectorStore, open_store
+from rag_assistant.index.keyword import KeywordSearch
+from rag_assistant.index.reader import IndexReader
+from rag_assistant.index.store import ChunkHit
 
 
 @dataclass
@@ -102,11 +103,12 @@ def fuse_papers(aggs: dict[str, _Agg], settings: Settings) -> dict[str, float]:
 
 
 class Retriever:
-    def __init__(self, settings: Settings, store: VectorStore | None = None, embedder: Embedder | None = None) -> None:
+    """Searches the index the settings describe; `reader` and `embedder` let callers share loaded ones."""
+
+    def __init__(self, settings: Settings, reader: IndexReader | None = None, embedder: Embedder | None = None) -> None:
         self.settings = settings
-        self.store = store or open_store(settings)
+        self.reader = reader if reader is not None else IndexReader(settings)
         self._embedder = embedder
-        self._keyword: KeywordIndex | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -116,20 +118,31 @@ class Retriever:
         return self._embedder
 
     @property
-    def keyword(self) -> KeywordIndex:
-        if self._keyword is None:
-            self._keyword = sync_keyword_index(self.store, self.settings)
-        return self._keyword
+    def keyword(self) -> KeywordSearch:
+        """The keyword index, loaded on first use (touch it to load it before timing searches)."""
+        return self.reader.keyword
+
+    def idf(self, terms: list[str]) -> dict[str, float]:
+        """BM25 inverse document frequency of these terms over the indexed chunks (answer relevance)."""
+        return self.reader.keyword.idf(terms)
+
+    def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
+        """The indexed papers among these ids, by id."""
+        return self.reader.papers(paper_ids)
+
+    def count(self) -> int:
+        """Number of indexed chunks (0: nothing ingested yet)."""
+        return self.reader.count()
 
     def search(self, query: str, k: int | None = None) -> list[Source]:
         k = k or self.settings.top_k
-        if self.store.count() == 0:
+        if self.reader.count() == 0:
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
-        info = check_model(self.store, self.settings)
-        hidden = unfinished_papers(self.store, info)  # half-written by an ingest that was killed or still runs
+        info = self.reader.checked_info()
+        hidden = self.reader.hidden(info)  # half-written by an ingest that was killed or still runs
         n = max(self.settings.candidates, 4 * k)
         vector = self.embedder.embed([query])[0]
-        dense = self.store.query(vector.tolist(), n, exclude=hidden)
+        dense = self.reader.query(vector.tolist(), n, exclude=hidden)
         lexical = self.keyword.query(query, n, exclude=hidden)
         aggs = self._rank(dense, lexical)
         if self.settings.feedback_papers:
@@ -170,18 +183,18 @@ class Retriever:
         for hit in dense:  # best first
             if hit.paper_id in top and hit.paper_id not in best:
                 best[hit.paper_id] = hit
-        vectors = self.store.embeddings_for([hit.text for hit in best.values()])
+        vectors = self.reader.embeddings_for([hit.text for hit in best.values()])
         if not vectors:
             return dense
         centroid = np.mean([np.asarray(v) for v in vectors.values()], axis=0)
         beta = self.settings.feedback_weight
         moved = (1 - beta) * vector / np.linalg.norm(vector) + beta * centroid / np.linalg.norm(centroid)
-        return self.store.query((moved / np.linalg.norm(moved)).tolist(), n, exclude=hidden)
+        return self.reader.query((moved / np.linalg.norm(moved)).tolist(), n, exclude=hidden)
 
     def _sources(self, aggs: dict[str, _Agg], dense: list[ChunkHit], k: int) -> list[Source]:
         texts = {hit.chunk_id: hit.text for hit in dense}
         order = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))
-        papers = self.store.papers(order[: 3 * k])
+        papers = self.reader.papers(order[: 3 * k])
         sources: list[Source] = []
         seen_text: dict[str, Source] = {}
         for pid in order[: 3 * k]:

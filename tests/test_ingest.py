@@ -15,8 +15,9 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.index.chunking import chunk_paper, token_counter
 from rag_assistant.index.embedding import get_tokenizer
-from rag_assistant.index.ingest import ingest_papers, keyword_dir
+from rag_assistant.index.ingest import ingest_papers
 from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.state import keyword_dir
 from rag_assistant.index.store import ChromaStore, open_store
 from rag_assistant.retrieve import Retriever
 

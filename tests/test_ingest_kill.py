@@ -21,9 +21,11 @@ import pytest
 from rag_assistant.config import Settings
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.index.embedding import get_embedder
-from rag_assistant.index.ingest import ingest_papers, keyword_dir
+from rag_assistant.index.ingest import ingest_papers
 from rag_assistant.index.keyword import KeywordIndex
 from rag_assistant.index.pending import unfinished_papers
+from rag_assistant.index.reader import IndexReader
+from rag_assistant.index.state import keyword_dir
 from rag_assistant.index.store import RUN_KEY, ChromaStore, open_store
 from rag_assistant.retrieve import Retriever
 
@@ -144,7 +146,7 @@ def _check_search_hides(store: ChromaStore, settings: Settings, embedder: Any, a
     states = store.paper_states(all_ids)
     incomplete = {pid for pid, state in states.items() if not state.complete}
     assert unfinished_papers(store, store.get_info()) == incomplete  # what stats reports
-    retriever = Retriever(settings, store=store, embedder=embedder)
+    retriever = Retriever(settings, reader=IndexReader(settings, store), embedder=embedder)
     complete = len(states) - len(incomplete)
     for query in QUERIES:
         if not states:

@@ -27,15 +27,15 @@ def test_paper_fusion_joins_the_best_cosine_and_the_best_bm25_of_different_chunk
 def test_feedback_searches_again_and_keeps_the_questions_own_cosine(ready: Path) -> None:
     question = "Which papers make LLM inference cheaper by compressing or offloading the KV cache?"
     plain = Retriever(Settings(feedback_papers=0, fuse_per="paper"))
-    fed = Retriever(Settings(feedback_papers=2, fuse_per="paper"), store=plain.store, embedder=plain.embedder)
+    fed = Retriever(Settings(feedback_papers=2, fuse_per="paper"), reader=plain.reader, embedder=plain.embedder)
     calls: list[int] = []
-    query = plain.store.query
+    query = plain.reader.query
 
     def counting(vector: list[float], n: int, exclude: object = ()) -> list[ChunkHit]:
         calls.append(n)
         return query(vector, n, exclude)  # type: ignore[arg-type]
 
-    plain.store.query = counting  # type: ignore[method-assign]
+    plain.reader.query = counting  # type: ignore[method-assign]
     before = plain.search(question, 10)
     assert len(calls) == 1
     after = fed.search(question, 10)

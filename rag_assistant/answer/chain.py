@@ -65,11 +65,11 @@ class AnswerChain:
         """How well the retrieved papers answer the question, 0..1 (answer/relevance.py says how)."""
         from rag_assistant.answer.relevance import relevance
 
-        return relevance(question, sources, self.retriever.keyword, self.retriever.embedder.embed_cached)
+        return relevance(question, sources, self.retriever.idf, self.retriever.embedder.embed_cached)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
         """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
-        papers = self.retriever.store.papers(paper_ids)
+        papers = self.retriever.papers(paper_ids)
         return [Source(papers[p], 1.0, rank=i + 1) for i, p in enumerate(x for x in paper_ids if x in papers)]
 
     def ask(

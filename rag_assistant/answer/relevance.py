@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from rag_assistant.index.keyword import KeywordIndex
     from rag_assistant.retrieve import Source
 
 Embed = Callable[[list[str]], np.ndarray]
+Idf = Callable[[list[str]], dict[str, float]]  # BM25 IDF of terms over the indexed chunks (Retriever.idf)
 
 
-def relevance(question: str, sources: Sequence[Source], keyword: KeywordIndex, embed: Embed) -> float:
+def relevance(question: str, sources: Sequence[Source], idf: Idf, embed: Embed) -> float:
     """0..1; see the module docstring."""
     if not sources:
         return 0.0
@@ -42,23 +42,23 @@ def relevance(question: str, sources: Sequence[Source], keyword: KeywordIndex, e
     vectors = embed([question, *sentences])
     q_vec, s_vecs = vectors[0], vectors[1:]
     statement = float((s_vecs @ q_vec).max()) if sentences else 0.0
-    base = (max(dense, 0.0) + _coverage(question, top, keyword) + max(statement, 0.0)) / 3
+    base = (max(dense, 0.0) + _coverage(question, top, idf) + max(statement, 0.0)) / 3
     penalty = _missing_concept(question, top, per_paper, q_vec, s_vecs, embed)
     return round(max(base - penalty, 0.0), 4)
 
 
-def _coverage(question: str, top: list[Source], keyword: KeywordIndex) -> float:
+def _coverage(question: str, top: list[Source], idf: Idf) -> float:
     from rag_assistant.index.keyword import query_terms, tokenize
 
     terms = set(query_terms(question))
-    idf = keyword.idf(sorted(terms))
-    total = sum(idf.values())
+    weights = idf(sorted(terms))
+    total = sum(weights.values())
     if not total:
         return 0.0
     best = 0.0
     for source in top:
         words = set(tokenize([f"{source.paper.title or ''} {source.paper.text}"])[0])
-        best = max(best, sum(idf[t] for t in terms & words) / total)
+        best = max(best, sum(weights[t] for t in terms & words) / total)
     return best
 
 

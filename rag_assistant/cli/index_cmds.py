@@ -129,9 +129,9 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """What the index holds and where it lives."""
-    from rag_assistant.index.ingest import keyword_dir
     from rag_assistant.index.keyword import KeywordIndex
     from rag_assistant.index.pending import unfinished_papers
+    from rag_assistant.index.state import keyword_dir
     from rag_assistant.index.store import open_store
 
     settings = settings_from(ctx)
@@ -170,7 +170,7 @@ def stats(
 
 
 def _chunking_label(info: dict, chunks: int) -> str | None:
-    from rag_assistant.index.ingest import recorded_chunking
+    from rag_assistant.index.state import recorded_chunking
 
     recorded = recorded_chunking(info, lambda: chunks)
     return f"<= {recorded[0]} tokens, {recorded[1]} sentence(s) of overlap" if recorded else None

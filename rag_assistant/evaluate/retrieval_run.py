@@ -70,7 +70,7 @@ def run_retrieval(
     k = k or settings.top_k
     depth = max(k, MIN_DEPTH)
     retriever = retriever or Retriever(settings)
-    if retriever.store.count() == 0:
+    if retriever.count() == 0:
         raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
     warnings = missing_gold(retriever, items)
     retriever.embedder.embed(["warm-up"])  # load the model and the keyword index before timing questions

@@ -140,7 +140,7 @@ def _streak(streak: list[str], exc: RagAssistantError) -> list[str]:
 def missing_gold(retriever: Retriever, items: Sequence[EvalItem]) -> list[str]:
     """Gold ids that are not in the index: the dataset and the ingested corpus disagree."""
     wanted = list(dict.fromkeys(g for item in items for g in item.gold_papers))
-    present = retriever.store.papers(wanted) if wanted else {}
+    present = retriever.papers(wanted) if wanted else {}
     return [
         f"{item.id}: gold paper {g} is not in the index" for item in items for g in item.gold_papers if g not in present
     ]
@@ -159,7 +159,7 @@ def run_eval(
     k = k or settings.top_k
     depth = max(k, MIN_DEPTH)
     retriever = RecordingRetriever(settings, depth)
-    if retriever.store.count() == 0:
+    if retriever.count() == 0:
         raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
     chain = AnswerChain(settings, retriever=retriever, log=False)
     warnings = missing_gold(retriever, items)

@@ -1,30 +1,34 @@
-"""Ingest: papers -> chunks -> embeddings -> store, then the keyword index. Idempotent and crash-safe:
-chunk ids are deterministic and each chunk records its paper's hash and chunk count, so a paper whose
-chunks are missing or mixed (a killed run) is simply redone, and upserts never duplicate. Until then search
-does not see it: each run registers itself as pending before writing (index/pending.py)."""
+"""The write side of the index. Ingest: papers -> chunks -> embeddings -> store, then the keyword index; also
+from files (`ingest_paths`). Idempotent and crash-safe: chunk ids are deterministic and each chunk records its
+paper's hash and chunk count, so a paper whose chunks are missing or mixed (a killed run) is simply redone, and
+upserts never duplicate. Until then search does not see it: each run registers itself as pending before
+writing (index/pending.py)."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rag_assistant.config import Settings
+from rag_assistant.corpus.loader import CorpusLoad
 from rag_assistant.corpus.models import Paper
 from rag_assistant.corpus.parsers import location
-from rag_assistant.errors import ConfigError, CorpusError
+from rag_assistant.errors import CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordIndex
 from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
-from rag_assistant.index.store import RUN_KEY, StoredChunk, VectorStore, open_store, paper_to_metadata
+from rag_assistant.index.state import check_model, index_chunking, keyword_dir, model_signature, store_revision
+from rag_assistant.index.store import RUN_KEY, PaperState, StoredChunk, VectorStore, open_store, paper_to_metadata
 
 EMBED_BATCH = 256  # chunks embedded and written per step: bounds memory and the work a kill loses
-INT8_MARK = " (int8)"  # model signature suffix of indexes embedded by the onnx-int8 backend
-LEGACY_CHUNKING = (200, 1)  # indexes made before the chunking was recorded were all cut this way
 SORT_WINDOW = 8192  # chunks sorted by length together, so a model batch holds similar lengths (less padding)
+
+Progress = Callable[[int, int], None]  # (chunks embedded and stored, chunks to embed)
 
 
 @dataclass
@@ -45,74 +49,66 @@ class IngestReport:
         return dict(self.__dict__)
 
 
-def keyword_dir(settings: Settings):  # noqa: ANN201 - Path
-    return settings.data_dir / "keyword" / settings.collection
+@dataclass
+class FilesIngest:
+    """An ingest of files: what the loader read, skipped (`loaded.errors`) and warned about, and the report."""
+
+    loaded: CorpusLoad
+    report: IngestReport
+    data_dir: Path
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report with the loader's warnings and skipped records first, the files and the data dir."""
+        warnings = self.loaded.warnings + [f"skipped: {e}" for e in self.loaded.errors] + self.report.warnings
+        files = [str(f) for f in self.loaded.files]
+        return {**self.report.as_dict(), "warnings": warnings, "files": files, "data_dir": self.data_dir}
 
 
-def model_signature(settings: Settings) -> str:
-    """What made the index's vectors. torch and onnx give the same vectors; int8 weights do not."""
-    base = settings.embedding_model or "bundled:all-MiniLM-L6-v2"
-    return base + INT8_MARK if settings.embedding_backend == "onnx-int8" else base
+@dataclass
+class _Plan:
+    """What an ingest must change: papers to (re)write, the stored state of the given papers, and the chunks of
+    stored papers that their files no longer hold."""
 
-
-def check_model(store: VectorStore, settings: Settings) -> dict[str, Any]:
-    info = store.get_info()
-    built_with = info.get("embedding_model")
-    wanted = model_signature(settings)
-    if built_with and built_with != wanted and store.count():
-        backend = "onnx-int8" if str(built_with).endswith(INT8_MARK) else "onnx"
-        same_model = str(built_with).removesuffix(INT8_MARK) == wanted.removesuffix(INT8_MARK)
-        raise ConfigError(
-            f"the index was built with embedding model {built_with}, not {wanted}",
-            f"set embedding_backend = {backend} (RAG_ASSISTANT_EMBEDDING_BACKEND) for this index"
-            if same_model
-            else "use the same model, or a new --data-dir / collection for the other one",
-        )
-    return info
-
-
-def recorded_chunking(info: dict[str, Any], count_chunks: Callable[[], int]) -> tuple[int, int] | None:
-    """(max tokens, overlap sentences) recorded in the store's info; None for an empty, new index.
-    `count_chunks` is only called for an index older than the record (count() is slow on big stores)."""
-    recorded = str(info.get("chunking", ""))
-    if recorded:
-        tokens, overlap = recorded.split("/")
-        return int(tokens), int(overlap)
-    return LEGACY_CHUNKING if count_chunks() else None
-
-
-def index_chunking(info: dict[str, Any], store: VectorStore, settings: Settings) -> tuple[tuple[int, int], str | None]:
-    """(max tokens, overlap sentences) this index cuts papers with, and a warning when the settings ask for
-    another. Chunking is fixed per index, like the embedding model: mixing two cuts in one index would make
-    scores incomparable and re-chunking silently would re-embed everything."""
-    wanted = (settings.chunk_max_tokens, settings.chunk_overlap_sentences)
-    built = recorded_chunking(info, store.count)
-    if built is None:
-        return wanted, None
-    asked = {"chunk_max_tokens", "chunk_overlap_sentences"} & settings.model_fields_set
-    if built == wanted or not asked:
-        return built, None
-    return built, (
-        f"this index cuts abstracts into chunks of <= {built[0]} tokens with {built[1]} sentence(s) of overlap; "
-        f"the chunk settings apply to new indexes (ingest into another --collection or --data-dir to re-chunk)"
-    )
+    todo: list[Paper]
+    states: dict[str, PaperState]
+    stale: dict[str, tuple[str, ...]]
 
 
 def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = False) -> KeywordIndex:
-    """Rebuild the keyword index when the store changed since it was built (also after a killed run)."""
+    """Rebuild the keyword index on disk when the store changed since it was built (also after a killed run)."""
     index = KeywordIndex(keyword_dir(settings))
-    revision = str(store.get_info().get("revision", ""))
+    revision = store_revision(store.get_info())
     if force or index.revision != revision:
         index.build(store.iter_chunks(), revision)
     return index
+
+
+def ingest_paths(
+    settings: Settings,
+    paths: Sequence[Path] | None = None,
+    skip_bad: bool = False,
+    progress: Progress | None = None,
+    on_loaded: Callable[[CorpusLoad], None] | None = None,
+) -> FilesIngest:
+    """Load files or folders (None: the bundled corpus) and ingest their papers; `on_loaded` sees what the
+    loader skipped and warned about before the (long) ingest starts."""
+    from rag_assistant.corpus import bundled_corpus_path, load_corpus
+
+    files = list(paths) if paths else [bundled_corpus_path()]
+    loaded = load_corpus(files, skip_bad=skip_bad, max_abstract_chars=settings.max_abstract_chars)
+    if on_loaded:
+        on_loaded(loaded)
+    return FilesIngest(loaded, ingest_papers(loaded.papers, settings, progress=progress), settings.data_dir)
 
 
 def ingest_papers(
     papers: list[Paper],
     settings: Settings,
     store: VectorStore | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> IngestReport:
+    """Bring the index in line with `papers`: write new and changed ones, drop the papers their files no longer
+    hold, skip the unchanged; `progress` is called after each written step."""
     started = time.perf_counter()
     store = store or open_store(settings)
     info = check_model(store, settings)
@@ -120,6 +116,17 @@ def ingest_papers(
     chunking, warning = index_chunking(info, store, settings)
     if warning:
         report.warnings.append(warning)
+    plan = _plan(papers, store, report)
+    if plan.todo or plan.stale:
+        _write_changes(plan, store, info, settings, chunking, progress, report)
+    else:
+        _finish_unchanged(store, info, settings, report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Plan:
+    """Compare the papers with what the store holds; counts new, changed and unchanged papers in `report`."""
     by_id = {p.paper_id: p for p in papers}
     # One query per source file finds almost every paper on a re-ingest; only the rest is looked up by id.
     from_sources = store.source_states(sorted({p.source for p in papers}))
@@ -127,7 +134,24 @@ def ingest_papers(
     missing = [pid for pid in by_id if pid not in states]
     if missing:
         states.update(store.paper_states(missing))
+    _refuse_clashes(papers, states)
+    todo: list[Paper] = []
+    for paper in papers:
+        state = states.get(paper.paper_id)
+        if state is None:
+            report.new += 1
+            todo.append(paper)
+        elif state.content_hash != paper.content_hash or not state.complete:
+            report.changed += 1
+            todo.append(paper)
+        else:
+            report.unchanged += 1
+    stale = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
+    return _Plan(todo, states, stale)
 
+
+def _refuse_clashes(papers: list[Paper], states: dict[str, PaperState]) -> None:
+    """A paper id already stored from another file is an error, never a silent replacement."""
     conflicts = [
         f"{location(p.source, p.line, p.position)}: id '{p.paper_id}' is already in the index from "
         f"{states[p.paper_id].source}"
@@ -141,32 +165,30 @@ def ingest_papers(
             details=conflicts if len(conflicts) > 1 else None,
         )
 
-    todo: list[Paper] = []
-    for paper in papers:
-        state = states.get(paper.paper_id)
-        if state is None:
-            report.new += 1
-            todo.append(paper)
-        elif state.content_hash != paper.content_hash or not state.complete:
-            report.changed += 1
-            todo.append(paper)
-        else:
-            report.unchanged += 1
 
-    stale_papers = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
-    if not todo and not stale_papers:
-        revision = str(info.get("revision", ""))
-        if KeywordIndex.stored_revision(keyword_dir(settings)) != revision:  # a killed run left it behind
-            KeywordIndex(keyword_dir(settings)).build(store.iter_chunks(), revision)
-            report.keyword_rebuilt = True
-        if pending_runs(info):  # a killed run had written everything, or left papers of other files
-            _settle(store, info, "", report)
-        report.seconds = time.perf_counter() - started
-        return report
+def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settings, report: IngestReport) -> None:
+    """Nothing to write: only bring the keyword index and the pending runs up to date after a killed run."""
+    revision = store_revision(info)
+    if KeywordIndex.stored_revision(keyword_dir(settings)) != revision:  # a killed run left it behind
+        KeywordIndex(keyword_dir(settings)).build(store.iter_chunks(), revision)
+        report.keyword_rebuilt = True
+    if pending_runs(info):  # a killed run had written everything, or left papers of other files
+        _settle(store, info, "", report)
 
+
+def _write_changes(
+    plan: _Plan,
+    store: VectorStore,
+    info: dict[str, Any],
+    settings: Settings,
+    chunking: tuple[int, int],
+    progress: Progress | None,
+    report: IngestReport,
+) -> None:
+    """Write the new and changed papers, delete obsolete chunks, update the keyword index, settle the run."""
     # Mark the store as changing before writing, so a kill leaves a revision the keyword index lacks.
     # Registered as pending too: whatever this run writes stays hidden from search until it has settled.
-    before, revision = str(info.get("revision", "")), uuid.uuid4().hex
+    before, revision = store_revision(info), uuid.uuid4().hex
     info = {
         **info,
         "embedding_model": model_signature(settings),
@@ -178,22 +200,21 @@ def ingest_papers(
 
     count = token_counter(get_tokenizer(settings.embedding_model))
     chunks: list[tuple[Paper, Chunk, int]] = []
-    for paper in todo:
+    for paper in plan.todo:
         pieces = chunk_paper(paper, count, *chunking)
         chunks.extend((paper, c, len(pieces)) for c in pieces)
-
     embedder = get_embedder(settings.embedding_model, settings.embedding_backend, settings.embed_batch_size)
     known = store.embeddings_for([c.text for _, c, _ in chunks])
     report.chunks_embedded = _embed_and_store(chunks, embedder, store, progress, known, revision)
     report.chunks_added = len(chunks)
 
     new_ids = {c.chunk_id for _, c, _ in chunks}
-    obsolete = [cid for p in todo if p.paper_id in states for cid in states[p.paper_id].chunk_ids]
+    obsolete = [cid for p in plan.todo if p.paper_id in plan.states for cid in plan.states[p.paper_id].chunk_ids]
     obsolete = [cid for cid in obsolete if cid not in new_ids]
-    obsolete += [cid for cids in stale_papers.values() for cid in cids]
+    obsolete += [cid for cids in plan.stale.values() for cid in cids]
     delete_by_paper(store, obsolete)
     report.chunks_deleted = len(obsolete)
-    report.removed = len(stale_papers)
+    report.removed = len(plan.stale)
 
     keyword = KeywordIndex(keyword_dir(settings))
     if keyword.can_update(before):  # in step with the store before this run
@@ -202,8 +223,6 @@ def ingest_papers(
         keyword.build(store.iter_chunks(), revision)
     report.keyword_rebuilt = True
     _settle(store, info, revision, report)  # last: until now a kill leaves this run pending
-    report.seconds = time.perf_counter() - started
-    return report
 
 
 def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: IngestReport) -> None:
@@ -220,7 +239,7 @@ def _embed_and_store(
     chunks: list[tuple[Paper, Chunk, int]],
     embedder: Any,
     store: VectorStore,
-    progress: Callable[[int, int], None] | None,
+    progress: Progress | None,
     known: dict[str, list[float]],
     run: str,
 ) -> int:

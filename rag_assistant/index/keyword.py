@@ -1,4 +1,5 @@
-"""BM25 keyword index over chunks (bm25s), persisted beside Chroma and tied to the store's revision."""
+"""BM25 keyword index over chunks (bm25s), persisted beside Chroma and tied to the store's revision. Written
+only by ingest (`build`, `update`); the read face loads it, or builds one in memory when it is stale."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import shutil
 from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 TOKENS_FILE = "tokens.npz"  # every chunk's token ids, concatenated, with offsets
 VOCAB_FILE = "vocab.json"  # token strings by id
@@ -34,6 +35,36 @@ def query_terms(text: str) -> list[str]:
 def _token_ids(docs: list[list[str]], vocab: dict[str, int]) -> list[list[int]]:
     """Token strings to ids, growing `vocab` with unseen tokens."""
     return [[vocab.setdefault(token, len(vocab)) for token in doc] for doc in docs]
+
+
+def _tokenized(chunks: Iterable[tuple[str, str]]) -> tuple[list[str], list[list[int]], dict[str, int]]:
+    """(chunk ids, their token ids, the vocabulary) of (chunk_id, text) pairs."""
+    pairs = list(chunks)
+    vocab: dict[str, int] = {}
+    docs = _token_ids(tokenize([text for _, text in pairs]), vocab)
+    return [cid for cid, _ in pairs], docs, vocab
+
+
+def _bm25(docs: list[list[int]], vocab: dict[str, int]) -> Any:  # noqa: ANN401 - bm25s.BM25, or None when empty
+    """The BM25 matrix of these token-id documents."""
+    if not docs:
+        return None
+    import bm25s
+
+    retriever = bm25s.BM25()
+    # bm25s adds its empty token to the vocabulary it is given: hand it a copy
+    retriever.index(bm25s.tokenization.Tokenized(ids=docs, vocab=dict(vocab)), show_progress=False)
+    return retriever
+
+
+class KeywordSearch(Protocol):
+    """The keyword index as the read face hands it out: searching and term statistics only."""
+
+    revision: str | None
+
+    def query(self, text: str, n: int, exclude: Collection[str] = ()) -> list[tuple[str, float]]: ...
+
+    def idf(self, tokens: list[str]) -> dict[str, float]: ...
 
 
 @lru_cache(maxsize=1)
@@ -84,10 +115,15 @@ class KeywordIndex:
 
     def build(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
         """Rebuild from (chunk_id, text) pairs and persist atomically (write aside, then rename)."""
-        pairs = list(chunks)
-        vocab: dict[str, int] = {}
-        docs = _token_ids(tokenize([text for _, text in pairs]), vocab)
-        return self._write([cid for cid, _ in pairs], docs, vocab, revision)
+        ids, docs, vocab = _tokenized(chunks)
+        return self._write(ids, docs, vocab, revision)
+
+    def build_in_memory(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
+        """Rebuild from (chunk_id, text) pairs for this object only: nothing on disk changes (what the read
+        face does with a stale index). Scores are those `build` would persist."""
+        ids, docs, vocab = _tokenized(chunks)
+        self._retriever, self._ids, self.revision = _bm25(docs, vocab), ids, revision
+        return len(ids)
 
     def can_update(self, revision: str) -> bool:
         """True when this index reflects store `revision` and has its token cache (older indexes lack it)."""
@@ -109,17 +145,13 @@ class KeywordIndex:
         return self._write(ids, docs, vocab, revision)
 
     def _write(self, ids: list[str], docs: list[list[int]], vocab: dict[str, int], revision: str) -> int:
-        import bm25s
         import numpy as np
 
         tmp = self.directory.with_name(self.directory.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        retriever = None
-        if ids:
-            retriever = bm25s.BM25()
-            # bm25s adds its empty token to the vocabulary it is given: hand it a copy
-            retriever.index(bm25s.tokenization.Tokenized(ids=docs, vocab=dict(vocab)), show_progress=False)
+        retriever = _bm25(docs, vocab)
+        if retriever is not None:
             retriever.save(str(tmp / "bm25"), show_progress=False)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rag_assistant.index.store import VectorStore
+from rag_assistant.index.store import StoreReader, StoreWriter
 
 PENDING_KEY = "pending_runs"  # store info: comma-separated ids of ingest runs not yet settled
 DELETE_PACK = 1000  # chunk ids per delete request; one paper's chunks are never split between two
@@ -26,13 +26,13 @@ def with_runs(info: dict[str, Any], runs: Sequence[str]) -> dict[str, Any]:
     return {**info, PENDING_KEY: ",".join(dict.fromkeys(runs))}
 
 
-def unfinished_papers(store: VectorStore, info: dict[str, Any]) -> set[str]:
+def unfinished_papers(store: StoreReader, info: dict[str, Any]) -> set[str]:
     """Ids of the papers search must not return: written only in part by an unsettled ingest."""
     runs = pending_runs(info)
     return store.unfinished_papers(runs) if runs else set()
 
 
-def settle(store: VectorStore, info: dict[str, Any], finished: str) -> tuple[dict[str, Any], int]:
+def settle(store: StoreReader, info: dict[str, Any], finished: str) -> tuple[dict[str, Any], int]:
     """`info` without run `finished` (it completed every paper it wrote) and without earlier runs whose
     papers have all been completed since; and how many papers earlier runs still leave unfinished (papers
     of files this ingest was not given)."""
@@ -45,7 +45,7 @@ def settle(store: VectorStore, info: dict[str, Any], finished: str) -> tuple[dic
     return with_runs(info, keep), len(left)
 
 
-def delete_by_paper(store: VectorStore, chunk_ids: Sequence[str]) -> None:
+def delete_by_paper(store: StoreWriter, chunk_ids: Sequence[str]) -> None:
     """Delete in requests that each hold whole papers: a Chroma request is applied entirely or not at all,
     so a kill never leaves part of a paper that is being removed (its chunks carry no pending run)."""
     by_paper: dict[str, list[str]] = {}

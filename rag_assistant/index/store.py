@@ -1,4 +1,5 @@
-"""Vector storage behind a small interface; Chroma (embedded or server) is the one backend today."""
+"""Vector storage behind two small interfaces, a reading one (StoreReader) and a writing one (StoreWriter);
+Chroma (embedded or server) is the one backend today and implements both."""
 
 from __future__ import annotations
 
@@ -45,22 +46,14 @@ class PaperState:
     complete: bool  # every chunk of that hash is present (a killed ingest leaves this False)
 
 
-class VectorStore(Protocol):
-    """`add` and `query` are the contract; the rest is bookkeeping that ingest and stats need."""
-
-    def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None: ...
+class StoreReader(Protocol):
+    """The reading half: what search, answers and stats need. Never changes the store."""
 
     def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]: ...
 
-    def delete(self, chunk_ids: Sequence[str]) -> None: ...
-
     def embeddings_for(self, texts: Sequence[str]) -> dict[str, list[float]]: ...
 
-    def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]: ...
-
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]: ...
-
-    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]: ...
 
     def unfinished_papers(self, runs: Sequence[str]) -> set[str]: ...
 
@@ -72,7 +65,23 @@ class VectorStore(Protocol):
 
     def get_info(self) -> dict[str, Any]: ...
 
+
+class StoreWriter(Protocol):
+    """The writing half, owned by ingest: writes, and the per-paper state an ingest diffs a corpus against."""
+
+    def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None: ...
+
+    def delete(self, chunk_ids: Sequence[str]) -> None: ...
+
     def set_info(self, info: dict[str, Any]) -> None: ...
+
+    def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]: ...
+
+    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]: ...
+
+
+class VectorStore(StoreReader, StoreWriter, Protocol):
+    """Both halves: what a backend implements (ChromaStore) and what ingest works on."""
 
 
 def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""The read-only face of the index: everything search, answers, chat, evaluation and stats read (nearest chunks,
+papers, stored vectors, counts, the index state, the keyword index). It never writes, neither the store nor
+the keyword index on disk: ingest (index/ingest.py) owns writing.
+
+A stale keyword index (the store changed since it was built: an ingest was killed or is still running, or
+another client of a shared Chroma server ingested) is rebuilt in memory from the store, for this reader only,
+and left as it is on disk until the next ingest brings it up to date. Search stays complete and scores what an
+up-to-date index scores, at the cost of tokenizing every chunk once per process until then; `stats` reports the
+index as stale. Refusing to search instead would break search after every interrupted ingest, and repairing
+the files from a reader would race a running ingest writing them."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from rag_assistant.config import Settings
+from rag_assistant.corpus.models import Paper
+from rag_assistant.index.keyword import KeywordIndex, KeywordSearch
+from rag_assistant.index.pending import unfinished_papers
+from rag_assistant.index.state import check_model, keyword_dir, keyword_revision, store_revision
+from rag_assistant.index.store import ChunkHit, StoreReader, open_store
+
+
+class IndexReader:
+    """The index the settings describe, opened for reading; `store` lets tests and benchmarks share one."""
+
+    def __init__(self, settings: Settings, store: StoreReader | None = None) -> None:
+        self.settings = settings
+        self._store: StoreReader = store if store is not None else open_store(settings)
+        self._keyword: KeywordSearch | None = None
+
+    def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
+        """The `n` chunks nearest to `embedding`, papers in `exclude` left out before ranking."""
+        return self._store.query(embedding, n, exclude)
+
+    def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
+        """The indexed papers among these ids, by id (unknown ids are left out)."""
+        return self._store.papers(paper_ids)
+
+    def embeddings_for(self, texts: Sequence[str]) -> dict[str, list[float]]:
+        """Stored vectors of exactly these chunk texts, by text."""
+        return self._store.embeddings_for(texts)
+
+    def count(self) -> int:
+        """Number of chunks."""
+        return self._store.count()
+
+    def sources(self) -> dict[str, int]:
+        """File name -> number of papers from it."""
+        return self._store.sources()
+
+    def info(self) -> dict[str, Any]:
+        """The store's info (model, chunking, revision, pending ingests), read afresh."""
+        return self._store.get_info()
+
+    def checked_info(self) -> dict[str, Any]:
+        """The store's info, after checking the settings embed questions the way the index was embedded."""
+        return check_model(self._store, self.settings)
+
+    def hidden(self, info: dict[str, Any] | None = None) -> set[str]:
+        """Papers search must not return: half-written by an ingest that was killed or still runs."""
+        return unfinished_papers(self._store, self.info() if info is None else info)
+
+    def keyword_current(self, info: dict[str, Any]) -> bool:
+        """Whether the keyword index on disk reflects the store state `info` describes."""
+        return keyword_revision(self.settings) == info.get("revision")
+
+    @property
+    def keyword(self) -> KeywordSearch:
+        """The keyword index, loaded once: the one on disk if it matches the store, else one built in memory."""
+        if self._keyword is None:
+            index = KeywordIndex(keyword_dir(self.settings))
+            revision = store_revision(self._store.get_info())
+            if index.revision != revision:
+                index.build_in_memory(self._store.iter_chunks(), revision)
+            self._keyword = index
+        return self._keyword
