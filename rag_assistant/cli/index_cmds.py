@@ -25,16 +25,17 @@ def ingest(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Parse, chunk, embed and store abstracts. Unchanged papers are skipped; changed ones replaced."""
-    from rag_assistant.corpus import bundled_corpus_path, load_corpus
-    from rag_assistant.index.ingest import ingest_papers
+    from rag_assistant.corpus import CorpusLoad
+    from rag_assistant.index.ingest import ingest_paths
 
     settings = settings_from(ctx)
-    paths = list(paths) if paths else [bundled_corpus_path()]
-    loaded = load_corpus(paths, skip_bad=skip_bad, max_abstract_chars=settings.max_abstract_chars)
-    for line in loaded.errors:
-        err().print(f"[red]skipped:[/] {safe(line)}")
-    for line in loaded.warnings:
-        err().print(f"[yellow]warning:[/] {safe(line)}")
+
+    def loaded(found: CorpusLoad) -> None:
+        for line in found.errors:
+            err().print(f"[red]skipped:[/] {safe(line)}")
+        for line in found.warnings:
+            err().print(f"[yellow]warning:[/] {safe(line)}")
+
     with _progress() as (progress, task), _sigterm_as_ctrl_c():
 
         def advance(done: int, total: int) -> None:
@@ -43,26 +44,26 @@ def ingest(
                 err().print(f"embedded {done}/{total} chunks")
 
         try:
-            report = ingest_papers(loaded.papers, settings, progress=advance)
+            result = ingest_paths(settings, paths, skip_bad, progress=advance, on_loaded=loaded)
         except KeyboardInterrupt:
             err().print(
                 "[yellow]ingest interrupted:[/] papers it did not finish stay hidden from search until you run it again"
             )
             raise
+    report = result.report
     for line in report.warnings:
         err().print(f"[yellow]warning:[/] {safe(line)}")
-    report.warnings = loaded.warnings + [f"skipped: {e}" for e in loaded.errors] + report.warnings
     if as_json:
-        print_json({**report.as_dict(), "files": [str(f) for f in loaded.files], "data_dir": settings.data_dir})
+        print_json(result.as_dict())
         return
     reused = report.chunks_added - report.chunks_embedded
     out().print(
-        f"Ingested {report.papers} papers from {len(loaded.files)} file(s): {report.new} new, "
+        f"Ingested {report.papers} papers from {len(result.loaded.files)} file(s): {report.new} new, "
         f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed; "
         f"{report.chunks_added} new chunks{f' ({reused} with a stored vector reused)' if reused else ''}, "
         f"{report.chunks_deleted} deleted in {report.seconds:.1f}s."
     )
-    if loaded.errors:
+    if result.loaded.errors:
         raise typer.Exit(1)
 
 
@@ -129,29 +130,9 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """What the index holds and where it lives."""
-    from rag_assistant.index.keyword import KeywordIndex
-    from rag_assistant.index.pending import unfinished_papers
-    from rag_assistant.index.state import keyword_dir
-    from rag_assistant.index.store import open_store
+    from rag_assistant.index.stats import index_stats
 
-    settings = settings_from(ctx)
-    store = open_store(settings)
-    info = store.get_info()
-    sources = store.sources()
-    keyword = KeywordIndex(keyword_dir(settings))
-    chunks = store.count()
-    data = {
-        "data_dir": str(settings.data_dir),
-        "store": settings.chroma_url or str(settings.chroma_dir),
-        "collection": settings.collection,
-        "papers": sum(sources.values()),
-        "chunks": chunks,
-        "sources": sources,
-        "embedding_model": info.get("embedding_model"),
-        "chunking": _chunking_label(info, chunks),
-        "keyword_index": "current" if keyword.revision == info.get("revision") else "stale (rebuilt on next search)",
-        "unfinished_papers": len(unfinished_papers(store, info)),  # hidden from search until ingested again
-    }
+    data = index_stats(settings_from(ctx))
     if as_json:
         print_json(data)
         return
@@ -167,13 +148,6 @@ def stats(
                 out().print(f"  {safe(name)}: {n} papers")
         else:
             out().print(f"{key}: {safe(value)}")
-
-
-def _chunking_label(info: dict, chunks: int) -> str | None:
-    from rag_assistant.index.state import recorded_chunking
-
-    recorded = recorded_chunking(info, lambda: chunks)
-    return f"<= {recorded[0]} tokens, {recorded[1]} sentence(s) of overlap" if recorded else None
 
 
 def register(app: typer.Typer) -> None:
