@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,20 @@ def default_config_file() -> Path:
     from platformdirs import user_config_dir
 
     return Path(user_config_dir(APP_NAME, appauthor=False)) / "config.toml"
+
+
+@dataclass(frozen=True)
+class RemoteEmbedding:
+    """Where and how texts are embedded when embedding_base_url is set (index/remote_embedding.py)."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    timeout: float = 60.0
+    max_retries: int = 3
+
+    def __repr__(self) -> str:  # no key, and no URL: it may carry credentials
+        return f"RemoteEmbedding(model={self.model!r}, timeout={self.timeout}, max_retries={self.max_retries})"
 
 
 class Settings(BaseSettings):
@@ -69,7 +84,30 @@ class Settings(BaseSettings):
         "throughput for slightly different vectors (under a point of nDCG@10 on the dev set); fixed per index, "
         "never falls back. See docs/benchmarks.md.",
     )
-    embed_batch_size: int = Field(64, ge=1, description="Texts embedded per model call during ingest.")
+    embed_batch_size: int = Field(
+        64, ge=1, description="Texts embedded per model call during ingest (per request with embedding_base_url)."
+    )
+    embedding_base_url: str | None = Field(
+        None,
+        description="Base URL (ending in /v1) of an OpenAI-compatible /v1/embeddings server (text-embeddings-"
+        "inference, vLLM, Ollama, llama.cpp's server with --embedding): when set, texts are embedded there instead "
+        "of in process (embedding_backend is not used; embedding_model's tokenizer still sizes the chunks). The "
+        "server's host:port and embedding_api_model are recorded in the index, which then works only with them.",
+    )
+    embedding_api_model: str = Field(
+        "text-embedding-3-small",
+        description="Model name sent to the embedding server (with embedding_base_url); part of the index's "
+        "model signature.",
+    )
+    embedding_api_key: SecretStr | None = Field(
+        None,
+        description="API key of the embedding server; never logged or printed. Not shared with llm_api_key, so "
+        "the LLM's key is never sent to another server. Local servers need none.",
+    )
+    embedding_timeout: float = Field(60.0, gt=0, description="Seconds before one embedding request times out.")
+    embedding_max_retries: int = Field(
+        3, ge=0, le=10, description="Retries of one embedding request (with backoff) on 429/5xx/timeouts."
+    )
     chunk_max_tokens: int = Field(
         254,
         ge=32,
@@ -183,6 +221,16 @@ class Settings(BaseSettings):
     @property
     def llm_configured(self) -> bool:
         return bool(self.llm_api_key or self.llm_base_url)
+
+    @property
+    def remote_embedding(self) -> RemoteEmbedding | None:
+        """The embedding server to use, or None to embed in process (a hashable key for get_embedder)."""
+        if not self.embedding_base_url:
+            return None
+        key = self.embedding_api_key.get_secret_value() if self.embedding_api_key else None
+        return RemoteEmbedding(
+            self.embedding_base_url, self.embedding_api_model, key, self.embedding_timeout, self.embedding_max_retries
+        )
 
     @property
     def chroma_dir(self) -> Path:

@@ -46,10 +46,9 @@ class PromptError(RagAssistantError):
     """A prompt file is missing or its variables do not match what the code fills in."""
 
 
-class LLMError(RagAssistantError):
-    """The LLM call failed (timeout, HTTP error, refused connection, malformed or empty completion).
-    `reason` names the kind of failure (auth, connect, timeout, dropped, rate_limit, server, not_found,
-    malformed, empty, other): batch stops early on failures that would repeat for every question."""
+class ServiceError(RagAssistantError):
+    """A server we call (the LLM, the embedding server) failed. `reason` names the kind of failure (auth, connect,
+    timeout, dropped, rate_limit, server, not_found, malformed, empty, other)."""
 
     exit_code = 3
 
@@ -58,6 +57,16 @@ class LLMError(RagAssistantError):
     ) -> None:
         super().__init__(message, hint, details)
         self.reason = reason
+
+
+class LLMError(ServiceError):
+    """The LLM call failed (timeout, HTTP error, refused connection, malformed or empty completion): batch stops
+    early on failures that would repeat for every question."""
+
+
+class EmbeddingError(ServiceError):
+    """The embedding server (embedding_base_url) failed: unreachable, timed out, rejected the key or model, or
+    sent malformed vectors. An ingest it stops leaves nothing visible half-written."""
 
 
 class BatchStoppedError(LLMError):

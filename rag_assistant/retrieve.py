@@ -114,7 +114,9 @@ class Retriever:
     def embedder(self) -> Embedder:
         if self._embedder is None:
             s = self.settings
-            self._embedder = get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size)
+            self._embedder = get_embedder(
+                s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding
+            )
         return self._embedder
 
     @property

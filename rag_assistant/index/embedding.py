@@ -1,5 +1,6 @@
-"""The embedding model (bundled all-MiniLM-L6-v2 unless configured), always offline: on onnxruntime by default
-(onnx_embedding.py), or through sentence-transformers on torch."""
+"""The embedding model (bundled all-MiniLM-L6-v2 unless configured), offline: on onnxruntime by default
+(onnx_embedding.py), or through sentence-transformers on torch; or, with embedding_base_url, an
+OpenAI-compatible embedding server (remote_embedding.py). `get_embedder` picks one; all share `BaseEmbedder`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from rag_assistant.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from rag_assistant.config import RemoteEmbedding
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -36,18 +39,51 @@ def resolve_model_path(model: str | None) -> Path:
     return path
 
 
-class Embedder:
-    """Turns texts into L2-normalised vectors, so cosine similarity is a dot product."""
+class BaseEmbedder:
+    """Turns texts into L2-normalised vectors, so cosine similarity is a dot product; `embed` keeps the order
+    of its inputs. Subclasses set `name` and `batch_size` and implement `embed`."""
+
+    name: str
+    batch_size: int
+
+    def __init__(self) -> None:
+        self._cache: dict[str, np.ndarray] = {}
+        # batch answers from threads: the HF fast tokenizer is not reentrant and the cache is shared
+        self._lock = threading.RLock()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def dimension(self) -> int:
+        """Length of the vectors (computed once, by embedding a probe text)."""
+        return int(self.embed_cached(["dimension"]).shape[1])
+
+    def embed_cached(self, texts: list[str]) -> np.ndarray:
+        """Like embed, remembering recent texts: answering and verifying embed the same sentences."""
+        import numpy as np
+
+        if not texts:
+            return self.embed([])
+        with self._lock:
+            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+            if missing:
+                if len(self._cache) > 20000:
+                    self._cache.clear()
+                self._cache.update(zip(missing, self.embed(missing), strict=True))
+            return np.stack([self._cache[t] for t in texts])
+
+
+class Embedder(BaseEmbedder):
+    """The in-process model (torch or onnx)."""
 
     def __init__(self, model: str | None = None, backend: str = "torch", batch_size: int = 64) -> None:
+        super().__init__()
         self.path = resolve_model_path(model)
         self.backend = backend
         self.batch_size = batch_size
         self.name = MODEL_NAME if model is None else self.path.name
         self._model: Any = None
-        self._cache: dict[str, np.ndarray] = {}
-        # batch answers from threads: the HF fast tokenizer is not reentrant and the cache is shared
-        self._lock = threading.RLock()
 
     @property
     def model(self) -> Any:
@@ -96,24 +132,17 @@ class Embedder:
             )
         return np.asarray(vectors, dtype=np.float32)
 
-    def embed_cached(self, texts: list[str]) -> np.ndarray:
-        """Like embed, remembering recent texts: answering and verifying embed the same sentences."""
-        import numpy as np
-
-        if not texts:
-            return self.embed([])
-        with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-            if missing:
-                if len(self._cache) > 20000:
-                    self._cache.clear()
-                self._cache.update(zip(missing, self.embed(missing), strict=True))
-            return np.stack([self._cache[t] for t in texts])
-
 
 @lru_cache(maxsize=4)
-def get_embedder(model: str | None = None, backend: str = "torch", batch_size: int = 64) -> Embedder:
-    """One model per process: loading it is the slowest step of a cold start."""
+def get_embedder(
+    model: str | None = None, backend: str = "torch", batch_size: int = 64, remote: RemoteEmbedding | None = None
+) -> BaseEmbedder:
+    """One embedder per process: loading a model is the slowest step of a cold start. With `remote`
+    (`settings.remote_embedding`, set by embedding_base_url) texts go to that server; model and backend are unused."""
+    if remote is not None:
+        from rag_assistant.index.remote_embedding import RemoteEmbedder
+
+        return RemoteEmbedder(remote, batch_size)
     return Embedder(model, backend, batch_size)
 
 

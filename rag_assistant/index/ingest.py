@@ -203,7 +203,8 @@ def _write_changes(
     for paper in plan.todo:
         pieces = chunk_paper(paper, count, *chunking)
         chunks.extend((paper, c, len(pieces)) for c in pieces)
-    embedder = get_embedder(settings.embedding_model, settings.embedding_backend, settings.embed_batch_size)
+    s = settings
+    embedder = get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
     known = store.embeddings_for([c.text for _, c, _ in chunks])
     report.chunks_embedded = _embed_and_store(chunks, embedder, store, progress, known, revision)
     report.chunks_added = len(chunks)

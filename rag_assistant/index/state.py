@@ -10,6 +10,7 @@ from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError
+from rag_assistant.index.remote_embedding import remote_signature
 from rag_assistant.index.store import StoreReader
 
 INT8_MARK = " (int8)"  # model signature suffix of indexes embedded by the onnx-int8 backend
@@ -34,6 +35,8 @@ def store_revision(info: dict[str, Any]) -> str:
 
 def model_signature(settings: Settings) -> str:
     """What made the index's vectors. torch and onnx give the same vectors; int8 weights do not."""
+    if settings.remote_embedding is not None:  # `remote:host:port/model` (index/remote_embedding.py)
+        return remote_signature(settings.remote_embedding)
     base = settings.embedding_model or "bundled:all-MiniLM-L6-v2"
     return base + INT8_MARK if settings.embedding_backend == "onnx-int8" else base
 
