@@ -38,6 +38,13 @@ def _global(
         typer.Option(help="Use a Chroma server at this URL instead of the embedded one.", show_default=False),
     ] = None,
     collection: Annotated[str | None, typer.Option(help="Chroma collection name.", show_default=False)] = None,
+    embedding_base_url: Annotated[
+        str | None,
+        typer.Option(help="Embed on this OpenAI-compatible /v1/embeddings server.", show_default=False),
+    ] = None,
+    embedding_api_model: Annotated[
+        str | None, typer.Option(help="Model name sent to the embedding server.", show_default=False)
+    ] = None,
     config: Annotated[
         Path | None, typer.Option(help="TOML settings file. Env: RAG_ASSISTANT_CONFIG.", show_default=False)
     ] = None,
@@ -46,6 +53,7 @@ def _global(
     ] = False,
 ) -> None:
     ctx.obj = {"data_dir": data_dir, "chroma_url": chroma_url, "collection": collection, "config_file": config}
+    ctx.obj |= {"embedding_base_url": embedding_base_url, "embedding_api_model": embedding_api_model}
 
 
 def _register() -> None:
