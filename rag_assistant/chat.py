@@ -31,12 +31,17 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from rag_assistant.answer.chain import AnswerChain
+from rag_assistant.answer.chain import AnswerChain, make_generator
 from rag_assistant.answer.models import Answer
 from rag_assistant.answer.question import check_question
 from rag_assistant.corpus.models import Paper
 from rag_assistant.text import content_words
+
+if TYPE_CHECKING:
+    from rag_assistant.answer.llm_client import LLMClient
+    from rag_assistant.config import Settings
 
 ORDINALS = {
     "first": 0,
@@ -98,8 +103,9 @@ class Condensed:
 
 
 class ChatSession:
-    def __init__(self, chain: AnswerChain) -> None:
+    def __init__(self, chain: AnswerChain, llm: LLMClient | None = None) -> None:
         self.chain = chain
+        self.llm = llm if llm is not None else _condenser(chain)  # condenses follow-ups; None: the rules alone
         self.id = uuid.uuid4().hex[:8]
         self.turns: list[Turn] = []
         self.papers: dict[str, Paper] = {}  # every paper retrieved or cited so far, by id
@@ -147,8 +153,8 @@ class ChatSession:
         elliptic = bool(_ELLIPTIC.search(question)) or len(content_words(question)) <= 1
         if not (refers or elliptic):
             return Condensed(question)  # stands on its own: a fresh retrieval, in either mode
-        if self.chain.mode == "llm":
-            return self._condense_llm(question)
+        if self.llm is not None:
+            return self._condense_llm(question, self.llm)
         if ordinal:
             return self._ordinal(question, ordinal)
         if refers:
@@ -200,19 +206,23 @@ class ChatSession:
         missing = [p for p in ids if f"[{p}]" not in question]
         return f"{question} [{']['.join(missing)}]" if missing else question
 
-    def _condense_llm(self, question: str) -> Condensed:
-        from rag_assistant.answer.llm import LLMGenerator
+    def _condense_llm(self, question: str, llm: LLMClient) -> Condensed:
         from rag_assistant.answer.prompts import load_prompt
 
-        generator = self.chain.generator
-        assert isinstance(generator, LLMGenerator)
         history = "\n".join(f"User: {t.question}\nAssistant: {t.answer.answer}" for t in self.turns[-HISTORY_TURNS:])
         prompt = load_prompt("condense").format(history=history, question=question)
-        text, _ = generator.complete("You rewrite follow-up questions.", prompt)
+        text = llm.complete("You rewrite follow-up questions.", prompt).text
         standalone = text.strip().splitlines()[0].strip() if text.strip() else question
         # only papers this conversation has shown: a rewrite must not pin one the user never saw
         ids = [p for p in self.mentioned_ids(standalone) if p in self.papers]
         return Condensed(standalone, ids)
+
+    def use_settings(self, settings: Settings) -> None:
+        """Answer with these settings from now on (chat's /mode): a new generator, and the LLM client that
+        condenses follow-ups when they mean llm mode. A ConfigError (llm mode without an LLM) changes nothing."""
+        self.chain.generator = make_generator(settings, self.chain.retriever)
+        self.chain.settings = settings
+        self.llm = _condenser(self.chain)
 
     def ask(self, question: str, on_token=None) -> Answer:  # noqa: ANN001 - Callable[[str], None] | None
         # checked before condensing, which may call the LLM: an empty question costs nothing and is not logged
@@ -256,6 +266,15 @@ class ChatSession:
                 lines += [f"> warning: {w}" for w in a.warnings] + [""]
             lines += [f"*{a.mode} · {a.model}*", ""]
         return "\n".join(lines)
+
+
+def _condenser(chain: AnswerChain) -> LLMClient | None:
+    """The LLM client that condenses follow-ups: only when the chain answers with the LLM."""
+    if chain.mode != "llm":
+        return None
+    from rag_assistant.answer.llm_client import LLMClient
+
+    return LLMClient(chain.settings)
 
 
 def _is_plural(phrase: str) -> bool:

@@ -148,7 +148,6 @@ def _show(session: ChatSession, paper_id: str) -> None:
 
 
 def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
-    from rag_assistant.answer.chain import make_generator
     from rag_assistant.errors import RagAssistantError
 
     if not arg:
@@ -157,15 +156,13 @@ def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
     if arg not in ("auto", "extractive", "llm"):
         out().print("usage: /mode auto|extractive|llm")
         return
-    new = settings.model_copy(update={"mode": arg})
     try:
-        session.chain.generator = make_generator(new, session.chain.retriever)
+        session.use_settings(settings.model_copy(update={"mode": arg}))
     except RagAssistantError as exc:
         from rag_assistant.cli.common import report_error
 
         report_error(exc)
         return
-    session.chain.settings = new
     out().print(safe(_mode(session)))
 
 

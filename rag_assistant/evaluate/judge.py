@@ -71,18 +71,19 @@ class OfflineJudge:
 
 
 class LLMJudge:
-    """prompts/judge_support.txt through an OpenAI-compatible chat model (LLMGenerator's retries and errors)."""
+    """prompts/judge_support.txt through an OpenAI-compatible chat model (the LLM client's retries and errors)."""
 
     kind = "llm"
     threshold = 1.0
 
     def __init__(self, settings: Settings, model: str, base_url: str | None = None) -> None:
-        from rag_assistant.answer.llm import LLMGenerator
+        from rag_assistant.answer.llm_client import LLMClient
         from rag_assistant.answer.prompts import load_prompt
 
-        update = {"llm_model": model, "llm_base_url": base_url or settings.llm_base_url, "llm_temperature": 0.0}
-        self.settings = settings.model_copy(update={**update, "llm_max_tokens": 16})
-        self.llm = LLMGenerator(self.settings)
+        self.llm = LLMClient(
+            settings, model=model, base_url=base_url or settings.llm_base_url, temperature=0.0, max_tokens=16
+        )
+        self.settings = self.llm.settings
         self.prompt = load_prompt("judge_support")
         self.calls = 0
         self.unparsed = 0
@@ -92,10 +93,10 @@ class LLMJudge:
     def verdict(self, claim: str, abstract: str) -> float:
         key = (claim, abstract)
         if key not in self._cache:
-            text, usage = self.llm.complete(JUDGE_SYSTEM, self.prompt.format(sentence=claim, abstract=abstract))
+            reply = self.llm.complete(JUDGE_SYSTEM, self.prompt.format(sentence=claim, abstract=abstract))
             self.calls += 1
-            self.usage.update(usage)
-            score = parse_verdict(text)
+            self.usage.update(reply.usage)
+            score = parse_verdict(reply.text)
             if score is None:
                 self.unparsed += 1
             self._cache[key] = score or 0.0
