@@ -22,10 +22,14 @@ MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found n
 
 
 class Generator(Protocol):
+    """Writes the draft answer from the retrieved sources. `on_token`, when given, receives the answer's text
+    as it is produced; a generator that has its answer only whole (extractive) does not call it, and the
+    verified answer is shown once ready."""
+
     mode: str
     model: str
 
-    def answer(self, question: str, sources: list[Source]) -> Draft: ...
+    def answer(self, question: str, sources: list[Source], on_token: Callable[[str], None] | None = None) -> Draft: ...
 
 
 def make_generator(settings: Settings, retriever: Retriever) -> Generator:
@@ -102,10 +106,7 @@ class AnswerChain:
             answer.answer = ABSTAIN_TEXT
         else:
             t = time.perf_counter()
-            if on_token is not None and self.generator.mode == "llm":
-                draft = self.generator.answer(query, sources, on_token=on_token)  # type: ignore[call-arg]
-            else:
-                draft = self.generator.answer(query, sources)
+            draft = self.generator.answer(query, sources, on_token=on_token)
             answer.timings["generate"] = round(time.perf_counter() - t, 4)
             answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
             answer.warnings += draft.warnings

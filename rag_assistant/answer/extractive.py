@@ -81,7 +81,9 @@ class ExtractiveGenerator:
         self.max_sentences = max_sentences
         self.model = f"extractive ({MODEL_NAME} sentence ranking)"
 
-    def answer(self, question: str, sources: Sequence[Source]) -> Draft:
+    def answer(self, question: str, sources: Sequence[Source], on_token: Callable[[str], None] | None = None) -> Draft:
+        """The quoted answer. on_token is not called: the answer exists only whole, once every candidate
+        sentence is scored, and is shown once verified (as before streaming went through this interface)."""
         candidates = _candidates(sources)
         if not candidates:
             return Draft("", self.model, abstained=True)

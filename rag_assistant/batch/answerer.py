@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.answer.models import Answer, Draft
@@ -56,10 +57,10 @@ class _UnlockedGenerator:
         self.mode = inner.mode
         self.model = inner.model
 
-    def answer(self, question: str, sources: list[Source]) -> Draft:
+    def answer(self, question: str, sources: list[Source], on_token: Callable[[str], None] | None = None) -> Draft:
         self.lock.release()
         try:
-            return self.inner.answer(question, sources)
+            return self.inner.answer(question, sources, on_token)
         finally:
             self.lock.acquire()
 
