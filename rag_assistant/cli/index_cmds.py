@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from rag_assistant.cli.common import err, out, print_json, progress_bar, settings_from
+from rag_assistant.cli.common import err, out, print_json, settings_from
+from rag_assistant.cli.progress import ProgressBar
 from rag_assistant.cli.safe import safe, tag
 
 
@@ -36,12 +37,11 @@ def ingest(
         for line in found.warnings:
             err().print(f"[yellow]warning:[/] {safe(line)}")
 
-    with _progress() as (progress, task), _sigterm_as_ctrl_c():
+    with ProgressBar("embedding", "chunks", hidden=True) as bar, _sigterm_as_ctrl_c():
 
         def advance(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total, visible=True)
-            if not err().is_terminal:  # logs and pipes get plain lines instead of a bar
-                err().print(f"embedded {done}/{total} chunks")
+            bar.update(done, total)
+            bar.note(f"embedded {done}/{total} chunks")  # logs and pipes get plain lines instead of a bar
 
         try:
             result = ingest_paths(settings, paths, skip_bad, progress=advance, on_loaded=loaded)
@@ -81,20 +81,6 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-class _progress:
-    """A rich progress bar on stderr that stays hidden until there is something to embed."""
-
-    def __enter__(self):  # noqa: ANN204
-        from rich.progress import TextColumn
-
-        self.progress = progress_bar("embedding", TextColumn("chunks"))
-        self.task = self.progress.add_task("embed", total=None, visible=False)
-        return self.progress, self.task
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
 
 
 def search(
