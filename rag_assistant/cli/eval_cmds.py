@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from rag_assistant.cli.common import err, out, print_json
-from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
+from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings, unset_option
 from rag_assistant.cli.progress import ProgressBar
 
 if TYPE_CHECKING:
     from rag_assistant.evaluate.compare import Delta
-
-
-def _default_out(mode: str) -> Path:
-    base = Path("eval") / "runs" / f"{time.strftime('%Y%m%d-%H%M%S')}-{mode}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
+    from rag_assistant.evaluate.run import EvalOptions, EvalOutcome
 
 
 def _fmt(value: Any) -> str:
@@ -42,112 +33,100 @@ def _delta_table(rows: list[Delta], title: str) -> Any:
     return table
 
 
+OutOpt = Annotated[Path | None, unset_option("--out", help="Run directory. Default: eval/runs/<timestamp>-<mode>.")]
+JudgeOpt = Annotated[
+    str | None,
+    unset_option("--judge", help="Judge support with this OpenAI-compatible model (default: offline score)."),
+]
+JudgeUrlOpt = Annotated[
+    str | None, unset_option("--judge-base-url", help="Base URL of the judge's server (default: the LLM's).")
+]
+BaselineOpt = Annotated[Path | None, unset_option("--baseline", help="A previous run directory to compare with.")]
+TagOpt = Annotated[
+    list[str] | None,
+    unset_option(
+        "--tag", help="Only questions carrying this tag; a comma list means any of them, a repeated --tag all of them."
+    ),
+]
+
+
 def eval_(
     ctx: typer.Context,
     dataset: Annotated[Path, typer.Argument(help="JSON Lines question set (format: eval/README.md).")],
-    out_dir: Annotated[
-        Path | None,
-        typer.Option("--out", help="Run directory. Default: eval/runs/<timestamp>-<mode>.", show_default=False),
-    ] = None,
+    out_dir: OutOpt = None,
     mode: ModeOpt = None,
     k: TopKOpt = None,
     llm_model: ModelOpt = None,
     llm_base_url: BaseUrlOpt = None,
-    judge: Annotated[
-        str | None,
-        typer.Option(
-            "--judge",
-            help="Judge support with this OpenAI-compatible model (default: offline score).",
-            show_default=False,
-        ),
-    ] = None,
-    judge_base_url: Annotated[
-        str | None,
-        typer.Option(
-            "--judge-base-url", help="Base URL of the judge's server (default: the LLM's).", show_default=False
-        ),
-    ] = None,
-    baseline: Annotated[
-        Path | None, typer.Option("--baseline", help="A previous run directory to compare with.", show_default=False)
-    ] = None,
+    judge: JudgeOpt = None,
+    judge_base_url: JudgeUrlOpt = None,
+    baseline: BaselineOpt = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Only the first N questions.", min=1)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print summary.json to stdout.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace the run already in --out.")] = False,
     retrieval_only: Annotated[
         bool, typer.Option("--retrieval-only", help="Score the ranking only, without answering (fast).")
     ] = False,
-    tags: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tag",
-            help="Only questions carrying this tag; a comma list means any of them, a repeated --tag all of them.",
-            show_default=False,
-        ),
-    ] = None,
+    tags: TagOpt = None,
 ) -> None:
     """Answer every question of DATASET and score retrieval, citations, support, abstention and latency."""
-    from rich.table import Table
+    from rag_assistant.evaluate.run import EvalOptions, plan_eval
 
-    from rag_assistant.cli.safe import safe
-    from rag_assistant.errors import ConfigError
-    from rag_assistant.evaluate.compare import compare, load_summary
-    from rag_assistant.evaluate.dataset import load_dataset
-    from rag_assistant.evaluate.judge import Judge, LLMJudge, OfflineJudge
-    from rag_assistant.evaluate.report import check_run_dir, main_metrics, summarize, write_run
-    from rag_assistant.evaluate.retrieval_run import run_retrieval, select_tags
-    from rag_assistant.evaluate.runner import run_eval
-
-    if judge_base_url and not judge:
-        raise ConfigError("--judge-base-url needs --judge MODEL", "name the judge model with --judge")
+    options = EvalOptions(dataset, out_dir, judge, judge_base_url, baseline, limit, force, retrieval_only, tags or [])
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
-    items = load_dataset(dataset, None if tags else limit)
-    if tags:  # filter first, then take the first --limit of what is left
-        items = select_tags(items, tags)[:limit]
-    base = load_summary(baseline) if baseline else None
-    scorer: Judge = LLMJudge(settings, judge, judge_base_url) if judge else OfflineJudge(settings.support_threshold)
-    target = out_dir or _default_out("retrieval" if retrieval_only else settings.resolved_mode())
-    check_run_dir(target, force)  # before answering anything: a late failure would lose the whole run
-
-    with ProgressBar("evaluating", total=len(items), elapsed=True) as bar:
+    plan = plan_eval(settings, options)
+    with ProgressBar("evaluating", total=len(plan.items), elapsed=True) as bar:
 
         def advance(done: int, total: int, record: dict[str, Any]) -> None:
             bar.update(done)
             if done % 10 == 0 or done == total:
                 bar.note(f"evaluated {done}/{total} questions")
 
-        if retrieval_only:
-            run = run_retrieval(items, settings, k=settings.top_k, on_progress=advance)
-        else:
-            run = run_eval(items, settings, scorer, k=settings.top_k, on_progress=advance)
-    summary = summarize(run, dataset)
-    paths = write_run(target, run, summary)
+        outcome = plan.run(advance)
+    _render_outcome(outcome, len(plan.items), options, as_json)
+    if outcome.summary["counts"]["errors"] == len(plan.items):
+        raise typer.Exit(1)
 
-    for line in run.warnings[:20]:
+
+def _render_outcome(outcome: EvalOutcome, n: int, options: EvalOptions, as_json: bool) -> None:
+    """Warnings and failures on stderr, then summary.json (--json) or the metric table and the files written;
+    the change against the baseline last (on stderr with --json)."""
+    from rag_assistant.cli.safe import safe
+
+    summary = outcome.summary
+    for line in outcome.run.warnings[:20]:
         err().print(f"[yellow]warning:[/] {safe(line)}")
     for item in summary["errors"][:20]:
         err().print(f"[red]failed:[/] {safe(item['id'])}: {safe(item['error'] or '')}")
     if as_json:
         print_json(summary)
     else:
+        out().print(_summary_table(summary, f"{safe(str(options.dataset))}: {n} questions"))
         info = summary["run"]
-        table = Table(title=f"{safe(str(dataset))}: {len(items)} questions", title_justify="left")
-        table.add_column("metric")
-        table.add_column("all", justify="right")
-        table.add_column("n", justify="right", style="dim")
-        for name in main_metrics(info["k"]):
-            if name in summary["overall"]:
-                table.add_row(name, _fmt(summary["overall"][name]), str(summary["n"].get(name, "")))
-        out().print(table)
         model = f" ({safe(info['model'])})" if info["mode"] == "llm" else ""
-        model += f" · search p50 {info['search_p50_s'] * 1000:.0f} ms" if retrieval_only else ""
+        model += f" · search p50 {info['search_p50_s'] * 1000:.0f} ms" if options.retrieval_only else ""
         out().print(f"answer mode: {info['mode']}{model} · k={info['k']} · judge: {safe(info['judge']['name'])}")
-        out().print(f"{len(items)} questions in {info['duration_s']:.1f}s; wrote:")
-        for path in paths.values():
+        out().print(f"{n} questions in {info['duration_s']:.1f}s; wrote:")
+        for path in outcome.paths.values():
             out().print(f"  {safe(str(path))}")
-    if base is not None:
-        (err() if as_json else out()).print(_delta_table(compare(base, summary), f"change vs {baseline}"))
-    if summary["counts"]["errors"] == len(items):
-        raise typer.Exit(1)
+    if outcome.deltas is not None:
+        table = _delta_table(outcome.deltas, f"change vs {options.baseline}")
+        (err() if as_json else out()).print(table)
+
+
+def _summary_table(summary: dict[str, Any], title: str) -> Any:
+    from rich.table import Table
+
+    from rag_assistant.evaluate.metrics import main_metrics
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    table.add_column("all", justify="right")
+    table.add_column("n", justify="right", style="dim")
+    for name in main_metrics(summary["run"]["k"]):
+        if name in summary["overall"]:
+            table.add_row(name, _fmt(summary["overall"][name]), str(summary["n"].get(name, "")))
+    return table
 
 
 def eval_compare(

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,17 +12,19 @@ from rag_assistant.cli.common import settings_from
 if TYPE_CHECKING:
     from rag_assistant.config import Settings
 
+
+def unset_option(*names: str, help: str) -> Any:
+    """A typer option whose default is None (not given) and not shown in --help."""
+    return typer.Option(*names, help=help, show_default=False)
+
+
 TopKOpt = Annotated[int | None, typer.Option("-k", "--top-k", help="Papers retrieved.", min=1, max=50)]
 ModeOpt = Annotated[
-    str | None,
-    typer.Option("--mode", help="auto (llm when configured, else extractive), extractive or llm.", show_default=False),
+    str | None, unset_option("--mode", help="auto (llm when configured, else extractive), extractive or llm.")
 ]
-ModelOpt = Annotated[
-    str | None, typer.Option("--llm-model", help="Model name. Env: RAG_ASSISTANT_LLM_MODEL.", show_default=False)
-]
+ModelOpt = Annotated[str | None, unset_option("--llm-model", help="Model name. Env: RAG_ASSISTANT_LLM_MODEL.")]
 BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option("--llm-base-url", help="OpenAI-compatible base URL. Env: OPENAI_BASE_URL.", show_default=False),
+    str | None, unset_option("--llm-base-url", help="OpenAI-compatible base URL. Env: OPENAI_BASE_URL.")
 ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rag_assistant.evaluate.dataset import DatasetError
-from rag_assistant.evaluate.report import lower_is_better, main_metrics
+from rag_assistant.evaluate.metrics import lower_is_better, main_metrics
 
 _EPS = 1e-9
 

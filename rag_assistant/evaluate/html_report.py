@@ -8,7 +8,7 @@ import io
 from html import escape
 from typing import Any
 
-from rag_assistant.evaluate.report import main_metrics
+from rag_assistant.evaluate.metrics import main_metrics
 
 WORST = 15
 _CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -44,15 +44,9 @@ def _signal(r: dict[str, Any], k: int) -> float:
     return max((s["dense_score"] or 0.0 for s in r["ranking"][:k]), default=0.0)
 
 
-def _charts(summary: dict[str, Any], results: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    charts: list[tuple[str, str]] = []
+def _recall_chart(plt: Any, summary: dict[str, Any], results: list[dict[str, Any]]) -> tuple[str, str]:
+    """recall@k curve, overall and for the larger tags."""
     k = summary["run"]["k"]
-    # 1. recall@k curve, overall and for the larger tags
     fig, ax = plt.subplots(figsize=(5.2, 3.4))
     curve = summary["recall_curve"]
     xs = [int(x) for x in curve]
@@ -65,47 +59,69 @@ def _charts(summary: dict[str, Any], results: list[dict[str, Any]]) -> list[tupl
     ax.axvline(k, color="#999", linewidth=0.8)
     ax.set(xlabel="k (papers retrieved)", ylabel="recall@k", ylim=(0, 1.02), title="Retrieval recall@k")
     ax.legend(fontsize=7)
-    charts.append(
-        ("Recall@k: share of gold papers in the top k (vertical line: the k passed to the answerer)", _svg(fig, "c1"))
-    )
-    # 2. per-question citation precision / recall
+    return "Recall@k: share of gold papers in the top k (vertical line: the k passed to the answerer)", _svg(fig, "c1")
+
+
+def _citation_chart(plt: Any, results: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """Per-question citation precision and recall (None: no question has them)."""
     scored = [r for r in results if r["metrics"].get("citation_precision") is not None]
-    if scored:
-        scored.sort(key=lambda r: (r["metrics"]["citation_f1"], r["id"]))
-        fig, ax = plt.subplots(figsize=(max(5.2, 0.13 * len(scored)), 3.4))
-        idx = range(len(scored))
-        ax.bar([i - 0.2 for i in idx], [r["metrics"]["citation_precision"] for r in scored], 0.4, label="precision")
-        ax.bar([i + 0.2 for i in idx], [r["metrics"]["citation_recall"] for r in scored], 0.4, label="recall")
-        ax.set_xticks(list(idx), [r["id"] for r in scored], rotation=90, fontsize=6)
-        ax.set(ylim=(0, 1.05), title="Cited papers vs gold papers, per question (sorted by F1)")
-        ax.legend(fontsize=7)
-        charts.append(("Citation precision and recall against the gold papers", _svg(fig, "c2")))
-    # 3. score distributions: best cosine by answerability, sentence support
+    if not scored:
+        return None
+    scored.sort(key=lambda r: (r["metrics"]["citation_f1"], r["id"]))
+    fig, ax = plt.subplots(figsize=(max(5.2, 0.13 * len(scored)), 3.4))
+    idx = range(len(scored))
+    ax.bar([i - 0.2 for i in idx], [r["metrics"]["citation_precision"] for r in scored], 0.4, label="precision")
+    ax.bar([i + 0.2 for i in idx], [r["metrics"]["citation_recall"] for r in scored], 0.4, label="recall")
+    ax.set_xticks(list(idx), [r["id"] for r in scored], rotation=90, fontsize=6)
+    ax.set(ylim=(0, 1.05), title="Cited papers vs gold papers, per question (sorted by F1)")
+    ax.legend(fontsize=7)
+    return "Citation precision and recall against the gold papers", _svg(fig, "c2")
+
+
+def _score_chart(plt: Any, summary: dict[str, Any], results: list[dict[str, Any]]) -> tuple[str, str]:
+    """Score distributions: the abstention signal by answerability, and sentence support."""
+    run = summary["run"]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(8.5, 3.2))
     for answerable, label in ((True, "answerable"), (False, "unanswerable")):
-        signal = [_signal(r, k) for r in results if r["answerable"] == answerable]
+        signal = [_signal(r, run["k"]) for r in results if r["answerable"] == answerable]
         a1.hist(signal, bins=20, range=(0, 1), alpha=0.6, label=label)
-    a1.axvline(summary["run"]["settings"]["abstain_threshold"], color="k", linestyle=":", label="abstain threshold")
+    a1.axvline(run["settings"]["abstain_threshold"], color="k", linestyle=":", label="abstain threshold")
     a1.set(xlabel="retrieval relevance (abstain below the line)", title="Abstention signal")
     a1.legend(fontsize=7)
     support = [max(s["support"].values()) for r in results for s in r["sentences"] if s["support"]]
     a2.hist(support, bins=20, range=(0, 1), color="#6a5acd")
-    threshold = summary["run"]["judge"].get("threshold")
+    threshold = run["judge"].get("threshold")
     if isinstance(threshold, float | int):
         a2.axvline(threshold, color="k", linestyle=":", label="support threshold")
         a2.legend(fontsize=7)
-    a2.set(
-        xlabel="best support of a cited sentence", title=f"Sentence support ({summary['run']['judge']['kind']} judge)"
-    )
-    charts.append(("Score distributions", _svg(fig, "c3")))
-    # 4. latency
+    a2.set(xlabel="best support of a cited sentence", title=f"Sentence support ({run['judge']['kind']} judge)")
+    return "Score distributions", _svg(fig, "c3")
+
+
+def _latency_chart(plt: Any, results: list[dict[str, Any]]) -> tuple[str, str] | None:
     latency = [r["metrics"]["latency_s"] for r in results if r["metrics"].get("latency_s") is not None]
-    if latency:
-        fig, ax = plt.subplots(figsize=(4.5, 3.0))
-        ax.hist(latency, bins=20, color="#2a9d8f")
-        ax.set(xlabel="seconds per question", title="Answer latency")
-        charts.append(("Latency per question (answer chain only, judge excluded)", _svg(fig, "c4")))
-    return charts
+    if not latency:
+        return None
+    fig, ax = plt.subplots(figsize=(4.5, 3.0))
+    ax.hist(latency, bins=20, color="#2a9d8f")
+    ax.set(xlabel="seconds per question", title="Answer latency")
+    return "Latency per question (answer chain only, judge excluded)", _svg(fig, "c4")
+
+
+def _charts(summary: dict[str, Any], results: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(caption, inline SVG) of each chart that has data, drawn in this order (the SVG ids depend on it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    charts = [
+        _recall_chart(plt, summary, results),
+        _citation_chart(plt, results),
+        _score_chart(plt, summary, results),
+        _latency_chart(plt, results),
+    ]
+    return [c for c in charts if c is not None]
 
 
 def badness(r: dict[str, Any]) -> float:

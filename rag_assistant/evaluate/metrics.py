@@ -11,6 +11,34 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Metrics = dict[str, float | None]
+# Lower is better for these; higher for every other metric.
+LOWER_IS_BETTER = ("false_abstention_rate", "latency", "tokens")
+
+
+def main_metrics(k: int) -> list[str]:
+    """The metrics shown in tables (terminal, report.html, eval-compare), in order."""
+    return [
+        f"recall@{k}",
+        f"precision@{k}",
+        "mrr",
+        "ndcg@10",
+        "citation_validity",
+        "citation_precision",
+        "citation_recall",
+        "citation_f1",
+        "cited_sentence_share",
+        "support_recall",
+        "support_precision",
+        "abstention_accuracy",
+        "false_abstention_rate",
+        "latency_p50",
+        "latency_p95",
+        "tokens",
+    ]
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric.startswith(LOWER_IS_BETTER)
 
 
 @dataclass

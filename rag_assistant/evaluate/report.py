@@ -10,36 +10,7 @@ from typing import Any
 from rag_assistant import __version__
 from rag_assistant.errors import OutputError
 from rag_assistant.evaluate import metrics as m
-from rag_assistant.evaluate.runner import EvalRun
-
-# Lower is better for these; higher for every other metric.
-LOWER_IS_BETTER = ("false_abstention_rate", "latency", "tokens")
-
-
-def main_metrics(k: int) -> list[str]:
-    """The metrics shown in tables, in order."""
-    return [
-        f"recall@{k}",
-        f"precision@{k}",
-        "mrr",
-        "ndcg@10",
-        "citation_validity",
-        "citation_precision",
-        "citation_recall",
-        "citation_f1",
-        "cited_sentence_share",
-        "support_recall",
-        "support_precision",
-        "abstention_accuracy",
-        "false_abstention_rate",
-        "latency_p50",
-        "latency_p95",
-        "tokens",
-    ]
-
-
-def lower_is_better(metric: str) -> bool:
-    return metric.startswith(LOWER_IS_BETTER)
+from rag_assistant.evaluate.records import EvalRun
 
 
 def _group(results: list[dict[str, Any]]) -> tuple[m.Metrics, dict[str, int]]:
@@ -56,7 +27,7 @@ def summarize(run: EvalRun, dataset: Path) -> dict[str, Any]:
     results = run.results
     k, depth = run.info["k"], run.info["depth"]
     overall, n = _group(results)
-    order = main_metrics(k)
+    order = m.main_metrics(k)
     overall = {**{x: overall[x] for x in order if x in overall}, **{x: v for x, v in overall.items() if x not in order}}
     tags = sorted({t for r in results for t in r["tags"]})
     by_tag = {}

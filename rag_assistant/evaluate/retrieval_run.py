@@ -12,21 +12,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from rag_assistant.config import Settings
-from rag_assistant.errors import EmptyIndexError, RagAssistantError
+from rag_assistant.errors import RagAssistantError
 from rag_assistant.evaluate import metrics as m
+from rag_assistant.evaluate import records
 from rag_assistant.evaluate.dataset import DatasetError, EvalItem
-from rag_assistant.evaluate.runner import (
-    MIN_DEPTH,
-    REPORTED_SETTINGS,
-    EvalRun,
-    Progress,
-    _ranking,
-    _record,
-    missing_gold,
-)
+from rag_assistant.evaluate.records import EvalRun, Progress
 from rag_assistant.retrieve import Retriever
 
 MODE = "retrieval-only"
+NO_JUDGE = {"name": "none (retrieval only)", "kind": "none"}
 
 
 def select_tags(items: Sequence[EvalItem], groups: Sequence[str]) -> list[EvalItem]:
@@ -44,19 +38,6 @@ def select_tags(items: Sequence[EvalItem], groups: Sequence[str]) -> list[EvalIt
     return kept
 
 
-def score_rankings(results: list[dict[str, Any]], k: int, depth: int) -> None:
-    """Add the retrieval metrics (ranx) to each record's `metrics`; a failed retrieval is not scored."""
-    rankings = {
-        r["id"]: m.canonical_ranking(r["ranking"], r["gold_papers"])
-        for r in results
-        if r["error"] is None or r["ranking"]
-    }
-    gold = {r["id"]: r["gold_papers"] for r in results}
-    by_id = {r["id"]: r for r in results}
-    for qid, values in m.retrieval_metrics(rankings, gold, k, depth).items():
-        by_id[qid]["metrics"].update(values)
-
-
 def run_retrieval(
     items: Sequence[EvalItem],
     settings: Settings,
@@ -68,13 +49,9 @@ def run_retrieval(
     one loaded model and index across settings."""
     started = time.time()
     k = k or settings.top_k
-    depth = max(k, MIN_DEPTH)
+    depth = max(k, records.MIN_DEPTH)
     retriever = retriever or Retriever(settings)
-    if retriever.count() == 0:
-        raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
-    warnings = missing_gold(retriever, items)
-    retriever.embedder.embed(["warm-up"])  # load the model and the keyword index before timing questions
-    _ = retriever.keyword
+    warnings = records.warm_up(retriever, items)
     phases = {"setup": time.time() - started}
     results: list[dict[str, Any]] = []
     for n, item in enumerate(items, start=1):
@@ -84,26 +61,16 @@ def run_retrieval(
             sources = retriever.search(item.question, depth)
         except RagAssistantError as exc:
             error = str(exc)
-        record = _record(item, None, _ranking(sources), None)
+        result = records.record(item, None, records.ranking(sources), None)
         elapsed = round(time.perf_counter() - t, 4)
-        record.update(error=error, timings={"retrieve": elapsed, "total": elapsed})
-        record["metrics"] = {"latency_s": elapsed}  # the search alone: there is no answer to time
-        results.append(record)
+        result.update(error=error, timings={"retrieve": elapsed, "total": elapsed})
+        result["metrics"] = {"latency_s": elapsed}  # the search alone: there is no answer to time
+        results.append(result)
         if on_progress is not None:
-            on_progress(n, len(items), record)
+            on_progress(n, len(items), result)
     phases["questions"] = time.time() - started - phases["setup"]
-    score_rankings(results, k, depth)
+    records.score_rankings(results, k, depth)
     phases["retrieval_metrics"] = time.time() - started - phases["setup"] - phases["questions"]
-    info = {
-        "mode": MODE,
-        "model": None,
-        "k": k,
-        "depth": depth,
-        "judge": {"name": "none (retrieval only)", "kind": "none"},
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "duration_s": round(time.time() - started, 2),
-        "phases_s": {name: round(v, 2) for name, v in phases.items()},
-        "search_p50_s": round(m.percentile((r["timings"]["retrieve"] for r in results), 50) or 0.0, 4),
-        "settings": settings.model_dump(include=REPORTED_SETTINGS),
-    }
-    return EvalRun(results, info, warnings)
+    described = {"mode": MODE, "model": None, "k": k, "depth": depth, "judge": NO_JUDGE}
+    search_p50 = round(m.percentile((r["timings"]["retrieve"] for r in results), 50) or 0.0, 4)
+    return EvalRun(results, records.run_info(settings, started, phases, described, search_p50_s=search_p50), warnings)

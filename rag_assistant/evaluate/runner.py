@@ -7,26 +7,27 @@ k of that same ranking (identical to `ask -k K` while `candidates` >= 4 * depth,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.answer.models import Answer
 from rag_assistant.config import Settings
-from rag_assistant.errors import STOP_AFTER, SYSTEMIC_REASONS, BatchStoppedError, EmptyIndexError, RagAssistantError
+from rag_assistant.errors import STOP_AFTER, SYSTEMIC_REASONS, BatchStoppedError, RagAssistantError
 from rag_assistant.evaluate import metrics as m
 from rag_assistant.evaluate.dataset import EvalItem
 from rag_assistant.evaluate.judge import Judge, OfflineJudge
+from rag_assistant.evaluate.records import (
+    MIN_DEPTH,
+    EvalRun,
+    Progress,
+    ranking,
+    record,
+    run_info,
+    score_rankings,
+    warm_up,
+)
 from rag_assistant.retrieve import Retriever, Source
-
-MIN_DEPTH = 10
-REPORTED_SETTINGS = {
-    "top_k", "candidates", "fusion", "dense_weight", "rrf_k", "fuse_per", "feedback_papers", "feedback_weight",
-    "answer_sentences", "abstain_threshold",
-    "support_threshold", "embedding_model", "collection",
-}  # fmt: skip
-Progress = Callable[[int, int, dict[str, Any]], None]
 
 
 class RecordingRetriever(Retriever):
@@ -41,27 +42,6 @@ class RecordingRetriever(Retriever):
         k = k or self.settings.top_k
         self.last = super().search(query, max(k, self.depth))
         return self.last[:k]
-
-
-@dataclass
-class EvalRun:
-    results: list[dict[str, Any]]
-    info: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-
-
-def _ranking(sources: Sequence[Source]) -> list[dict[str, Any]]:
-    return [
-        {
-            "rank": s.rank,
-            "paper_id": s.paper_id,
-            "duplicates": list(s.duplicates),
-            "score": round(s.score, 6),
-            "dense_score": None if s.dense_score is None else round(s.dense_score, 4),
-            "title": s.paper.title,
-        }
-        for s in sources
-    ]
 
 
 def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] | None, threshold: float) -> m.Metrics:
@@ -86,42 +66,6 @@ def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] |
     return out
 
 
-def _record(
-    item: EvalItem, answer: Answer | None, ranking: list[dict[str, Any]], judged: list[m.Judged] | None
-) -> dict[str, Any]:
-    sentences = []
-    if answer is not None:
-        for i, s in enumerate(answer.sentences):
-            j = judged[i] if judged is not None and i < len(judged) else None
-            sentences.append(
-                {
-                    "text": s.text,
-                    "citations": s.citations,
-                    "support": j.support if j else s.support,
-                    "joint": j.joint if j else None,
-                    "flags": s.flags,
-                }
-            )
-    return {
-        "id": item.id,
-        "question": item.question,
-        "tags": list(item.tags),
-        "gold_papers": list(item.gold_papers),
-        "answerable": item.answerable,
-        "error": None,
-        "judge_error": None,
-        "abstained": None if answer is None else answer.abstained,
-        "relevance": getattr(answer, "relevance", None),  # the score abstention is decided on
-        "answer": "" if answer is None else answer.answer,
-        "citations": [] if answer is None else answer.citations,
-        "sentences": sentences,
-        "ranking": ranking,
-        "warnings": [] if answer is None else answer.warnings,
-        "timings": {} if answer is None else answer.timings,
-        "usage": {} if answer is None else answer.usage,
-    }
-
-
 def _streak(streak: list[str], exc: RagAssistantError) -> list[str]:
     """The systemic failures in a row including `exc`; raises BatchStoppedError at STOP_AFTER of one kind."""
     reason = getattr(exc, "reason", None)
@@ -137,13 +81,32 @@ def _streak(streak: list[str], exc: RagAssistantError) -> list[str]:
     return streak
 
 
-def missing_gold(retriever: Retriever, items: Sequence[EvalItem]) -> list[str]:
-    """Gold ids that are not in the index: the dataset and the ingested corpus disagree."""
-    wanted = list(dict.fromkeys(g for item in items for g in item.gold_papers))
-    present = retriever.papers(wanted) if wanted else {}
-    return [
-        f"{item.id}: gold paper {g} is not in the index" for item in items for g in item.gold_papers if g not in present
-    ]
+def _answer_one(
+    chain: AnswerChain, retriever: RecordingRetriever, judge: Judge, item: EvalItem, k: int
+) -> tuple[dict[str, Any], RagAssistantError | None]:
+    """One question answered, judged and scored into its record; a RagAssistantError of the chain or the
+    judge is recorded in it, not raised. Also returns the chain's error (for the failure streak)."""
+    retriever.last = []
+    answer: Answer | None = None
+    error: RagAssistantError | None = None
+    judge_error = None
+    try:
+        answer = chain.ask(item.question, k=k)
+    except RagAssistantError as exc:
+        error = exc
+    judged: list[m.Judged] | None = None
+    t = time.perf_counter()
+    if answer is not None and not answer.abstained:
+        try:
+            judged = judge.judge(answer)
+        except RagAssistantError as exc:
+            judge_error = str(exc)
+    result = record(item, answer, ranking(retriever.last), judged)
+    result.update(
+        error=None if error is None else str(error), judge_error=judge_error, judge_s=round(time.perf_counter() - t, 4)
+    )
+    result["metrics"] = score_answer(item, answer, judged, judge.threshold)
+    return result, error
 
 
 def run_eval(
@@ -154,65 +117,24 @@ def run_eval(
     on_progress: Progress | None = None,
 ) -> EvalRun:
     """Answer and score every question; a question whose chain (or judge) raises a RagAssistantError is
-    recorded with its error and scored only where possible."""
+    recorded with its error and scored only where possible. STOP_AFTER systemic failures in a row stop the run."""
     started = time.time()
     k = k or settings.top_k
     depth = max(k, MIN_DEPTH)
     retriever = RecordingRetriever(settings, depth)
-    if retriever.count() == 0:
-        raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
+    warnings = warm_up(retriever, items)
     chain = AnswerChain(settings, retriever=retriever, log=False)
-    warnings = missing_gold(retriever, items)
-    retriever.embedder.embed(["warm-up"])  # load the model and the keyword index before timing questions
-    _ = retriever.keyword
     phases = {"setup": time.time() - started}
     results: list[dict[str, Any]] = []
     streak: list[str] = []  # systemic LLM failures in a row (see errors.SYSTEMIC_REASONS)
     for n, item in enumerate(items, start=1):
-        retriever.last = []
-        answer: Answer | None = None
-        error = judge_error = None
-        try:
-            answer = chain.ask(item.question, k=k)
-        except RagAssistantError as exc:
-            error = str(exc)
-            streak = _streak(streak, exc)
-        if answer is not None:
-            streak = []
-        judged: list[m.Judged] | None = None
-        t = time.perf_counter()
-        if answer is not None and not answer.abstained:
-            try:
-                judged = judge.judge(answer)
-            except RagAssistantError as exc:
-                judge_error = str(exc)
-        record = _record(item, answer, _ranking(retriever.last), judged)
-        record.update(error=error, judge_error=judge_error, judge_s=round(time.perf_counter() - t, 4))
-        record["metrics"] = score_answer(item, answer, judged, judge.threshold)
-        results.append(record)
+        result, error = _answer_one(chain, retriever, judge, item, k)
+        streak = [] if error is None else _streak(streak, error)
+        results.append(result)
         if on_progress is not None:
-            on_progress(n, len(items), record)
-
+            on_progress(n, len(items), result)
     phases["questions"] = time.time() - started - phases["setup"]
-    by_id = {r["id"]: r for r in results}
-    rankings = {
-        r["id"]: m.canonical_ranking(r["ranking"], r["gold_papers"])
-        for r in results
-        if r["error"] is None or r["ranking"]  # a failed retrieval is not scored; a failed answer is
-    }
-    gold = {r["id"]: r["gold_papers"] for r in results}
-    for qid, values in m.retrieval_metrics(rankings, gold, k, depth).items():
-        by_id[qid]["metrics"].update(values)
+    score_rankings(results, k, depth)
     phases["retrieval_metrics"] = time.time() - started - phases["setup"] - phases["questions"]
-    info = {
-        "mode": chain.mode,
-        "model": chain.generator.model,
-        "k": k,
-        "depth": depth,
-        "judge": judge.describe(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "duration_s": round(time.time() - started, 2),
-        "phases_s": {name: round(v, 2) for name, v in phases.items()},
-        "settings": settings.model_dump(include=REPORTED_SETTINGS),
-    }
-    return EvalRun(results, info, warnings)
+    described = {"mode": chain.mode, "model": chain.generator.model, "k": k, "depth": depth, "judge": judge.describe()}
+    return EvalRun(results, run_info(settings, started, phases, described), warnings)
