@@ -1,17 +1,20 @@
-"""batch: answer a file of questions into a .jsonl, .csv or .md file; rerunning resumes."""
+"""batch: answer a file of questions into a .jsonl, .csv or .md file; rerunning resumes.
+
+The command parses its options, calls rag_assistant.batch.run_batch and renders the progress and summary."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rag_assistant.cli.common import err, out, print_json, progress_bar
+from rag_assistant.cli.common import err, out, print_json
 from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
 
 if TYPE_CHECKING:
-    from rag_assistant.batch import RowDone
+    from rag_assistant.batch import BatchSummary, RowDone
+    from rag_assistant.cli.progress import ProgressBar
 
 
 def batch(
@@ -42,74 +45,65 @@ def batch(
     """Answer every question of FILE into OUTPUT. Rerun the same command to resume after an interruption:
     questions already answered are skipped, failed ones retried. Exit 1 when some question failed."""
     from rag_assistant.batch import run_batch
+    from rag_assistant.cli.progress import ProgressBar
 
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     if concurrency > 1 and settings.resolved_mode() != "llm":
         err().print("note: --concurrency is ignored in extractive mode (answering is CPU-bound); using 1")
         concurrency = 1
-    with _Progress() as progress:
+    with ProgressBar("answering", "[red]{task.fields[failed]} failed[/]", failed=0) as bar:
         summary = run_batch(
             file,
             output,
             settings,
             concurrency=concurrency,
             fresh=fresh,
-            progress=progress.update,
-            on_start=progress.start,
+            progress=lambda event: _row_done(bar, event),
+            on_start=lambda todo, done: _planned(bar, todo, done),
         )
-    if as_json:
-        print_json(summary.as_dict())
-    else:
-        from rag_assistant.cli.safe import safe
-
-        out().print(f"[bold]Batch done[/] -> {safe(summary.output)}")
-        for line in summary.lines():
-            out().print(f"  {safe(line)}")
-        if summary.failed:
-            shown = ", ".join(summary.failed_ids[:10]) + (" ..." if len(summary.failed_ids) > 10 else "")
-            out().print(
-                f"[red]{summary.failed} question(s) failed[/] (ids {safe(shown)}): see their `error`; "
-                "rerun the same command to retry them"
-            )
-        if summary.journal:
-            out().print(f"  journal kept for the retry: {safe(summary.journal)}")
+    _print_summary(summary, as_json)
     if summary.exit_code:
         raise typer.Exit(summary.exit_code)
 
 
-class _Progress:
-    """A rich bar on stderr (done, failed, ETA); one plain line per question when stderr is not a terminal."""
+def _planned(bar: ProgressBar, todo: int, done: int) -> None:
+    """The plan is known: say what a resumed run skips, and size the bar."""
+    if done:
+        err().print(f"resuming: {done} question(s) already done, {todo} to answer")
+    if bar.live:
+        bar.update(total=todo)
 
-    def __enter__(self) -> _Progress:
-        self.live = err().is_terminal
-        self.bar: Any = None
-        if self.live:
-            from rich.progress import TextColumn
 
-            self.bar = progress_bar("answering", TextColumn("[red]{task.fields[failed]} failed[/]"))
-            self.task = self.bar.add_task("batch", total=None, failed=0)
-        return self
+def _row_done(bar: ProgressBar, event: RowDone) -> None:
+    """Move the bar (done, failed, ETA), or one plain line per question when stderr is not a terminal."""
+    if bar.live:
+        bar.update(event.done, event.total, failed=event.failed)
+        return
+    from rag_assistant.cli.safe import safe
 
-    def start(self, todo: int, done: int) -> None:
-        if done:
-            err().print(f"resuming: {done} question(s) already done, {todo} to answer")
-        if self.bar is not None:
-            self.bar.update(self.task, total=todo)
+    line = f"[{event.done}/{event.total}] {event.row_id} {event.status} {event.seconds:.2f}s"
+    if event.error:
+        line += f": {event.error}"
+    bar.note(safe(line))
 
-    def update(self, event: RowDone) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=event.done, total=event.total, failed=event.failed)
-            return
-        from rag_assistant.cli.safe import safe
 
-        line = f"[{event.done}/{event.total}] {event.row_id} {event.status} {event.seconds:.2f}s"
-        if event.error:
-            line += f": {event.error}"
-        err().print(safe(line), highlight=False)
+def _print_summary(summary: BatchSummary, as_json: bool) -> None:
+    if as_json:
+        print_json(summary.as_dict())
+        return
+    from rag_assistant.cli.safe import safe
 
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
+    out().print(f"[bold]Batch done[/] -> {safe(summary.output)}")
+    for line in summary.lines():
+        out().print(f"  {safe(line)}")
+    if summary.failed:
+        shown = ", ".join(summary.failed_ids[:10]) + (" ..." if len(summary.failed_ids) > 10 else "")
+        out().print(
+            f"[red]{summary.failed} question(s) failed[/] (ids {safe(shown)}): see their `error`; "
+            "rerun the same command to retry them"
+        )
+    if summary.journal:
+        out().print(f"  journal kept for the retry: {safe(summary.journal)}")
 
 
 def register(app: typer.Typer) -> None:
