@@ -1,16 +1,17 @@
 """The embedding model (bundled all-MiniLM-L6-v2 unless configured), offline: on onnxruntime by default
 (onnx_embedding.py), or through sentence-transformers on torch; or, with embedding_base_url, an
-OpenAI-compatible embedding server (remote_embedding.py). `get_embedder` picks one; all share `BaseEmbedder`."""
+OpenAI-compatible embedding server (remote_embedding.py). `get_embedder` picks one; each is a `BaseEmbedder`
+(embedder_base.py)."""
 
 from __future__ import annotations
 
 import os
-import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag_assistant.errors import ConfigError
+from rag_assistant.index.embedder_base import BaseEmbedder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -37,41 +38,6 @@ def resolve_model_path(model: str | None) -> Path:
             "set RAG_ASSISTANT_EMBEDDING_MODEL to a local sentence-transformers folder, or unset it",
         )
     return path
-
-
-class BaseEmbedder:
-    """Turns texts into L2-normalised vectors, so cosine similarity is a dot product; `embed` keeps the order
-    of its inputs. Subclasses set `name` and `batch_size` and implement `embed`."""
-
-    name: str
-    batch_size: int
-
-    def __init__(self) -> None:
-        self._cache: dict[str, np.ndarray] = {}
-        # batch answers from threads: the HF fast tokenizer is not reentrant and the cache is shared
-        self._lock = threading.RLock()
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
-
-    @property
-    def dimension(self) -> int:
-        """Length of the vectors (computed once, by embedding a probe text)."""
-        return int(self.embed_cached(["dimension"]).shape[1])
-
-    def embed_cached(self, texts: list[str]) -> np.ndarray:
-        """Like embed, remembering recent texts: answering and verifying embed the same sentences."""
-        import numpy as np
-
-        if not texts:
-            return self.embed([])
-        with self._lock:
-            missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
-            if missing:
-                if len(self._cache) > 20000:
-                    self._cache.clear()
-                self._cache.update(zip(missing, self.embed(missing), strict=True))
-            return np.stack([self._cache[t] for t in texts])
 
 
 class Embedder(BaseEmbedder):

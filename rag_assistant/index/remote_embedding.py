@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from rag_assistant.config import RemoteEmbedding
 from rag_assistant.errors import EmbeddingError
-from rag_assistant.index.embedding import BaseEmbedder
+from rag_assistant.index.embedder_base import BaseEmbedder
 
 if TYPE_CHECKING:
     import numpy as np
