@@ -40,23 +40,6 @@ def _wrapping(console: Console) -> Console:
     return console
 
 
-def progress_bar(label: str, *columns: Any) -> Any:
-    """A started rich progress bar on stderr: label, bar, done/total, extra columns, time remaining."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    bar = Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        *columns,
-        TimeRemainingColumn(),
-        console=err(),
-        transient=True,
-    )
-    bar.start()
-    return bar
-
-
 def settings_from(ctx: typer.Context, **flags: Any) -> Settings:
     """Global options (stored on the context) plus this command's flags; None means not given."""
     from rag_assistant.config import load_settings
