@@ -156,7 +156,7 @@ def test_llm_batch_killed_resumed_and_retried(cli, batch_data: Path, tmp_path: P
         rows = _lines(out)
         assert [r["id"] for r in rows] == ids and all(r["status"] == "ok" for r in rows)
 
-    from rag_assistant.provenance import recent
+    from rag_assistant.answer.provenance import recent
 
     logged = recent(batch_data, limit=100, kind="batch")
     assert logged and all(r["session"] == "batch:answers.jsonl" for r in logged)

@@ -103,7 +103,7 @@ def test_chat_extractive(data: Path, tmp_path: Path) -> None:
     child.sendcontrol("d")
     child.expect("bye")
     child.expect(pexpect.EOF)
-    from rag_assistant.provenance import recent
+    from rag_assistant.answer.provenance import recent
 
     logged = recent(data, 10, kind="chat")
     assert len(logged) == 4 and len({row["session"] for row in logged}) == 2

@@ -120,7 +120,7 @@ class AnswerChain:
         answer.warnings[:0] = notes
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         if self.log:
-            from rag_assistant.provenance import record
+            from rag_assistant.answer.provenance import record
 
             record(self.settings.data_dir, answer, kind=kind, session=session)
         return answer

@@ -48,7 +48,7 @@ def log(
     from datetime import datetime
 
     from rag_assistant.cli.safe import safe
-    from rag_assistant.provenance import log_path, recent
+    from rag_assistant.answer.provenance import log_path, recent
 
     settings = settings_from(ctx)
     rows = recent(settings.data_dir, limit, session, kind)
