@@ -214,3 +214,16 @@ def test_cli_prints_one_line_and_exits_3(case: str, cli, tmp_path: Path) -> None
     assert [line.split(":")[0] for line in lines] == ["error", "hint"], result.stderr
     assert ("HTTP 401" if case == "auth" else "HTTP 503") in lines[0] and srv.base_url in lines[0]
     assert "wrong-secret-key" not in result.stderr + result.stdout
+
+
+def test_the_embedding_servers_key_and_url_credentials_are_masked_like_the_llms() -> None:
+    """Everything the CLI prints or writes goes through secrets_of/scrub: the embedding key is a secret too."""
+    from rag_assistant.answer.redact import scrub, secrets_of
+    from rag_assistant.config import Settings
+
+    settings = Settings(
+        embedding_api_key="emb-key-1234567", embedding_base_url="http://user:pass-98765@emb.local/v1?token=tok-555"
+    )
+    secrets = secrets_of(settings)
+    line = scrub("failed: emb-key-1234567 at http://user:pass-98765@emb.local/v1?token=tok-555", secrets)
+    assert all(s not in line for s in ("emb-key-1234567", "pass-98765", "tok-555"))

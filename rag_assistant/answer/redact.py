@@ -28,15 +28,17 @@ def redact_url(url: str) -> str:
 def secrets_of(settings: Settings) -> list[str]:
     """Every secret value the settings hold, longest first (so that a key containing another is masked whole)."""
     found: list[str] = []
-    if settings.llm_api_key is not None:
-        found.append(settings.llm_api_key.get_secret_value())
-    if settings.llm_base_url:
-        try:
-            parts = urlsplit(settings.llm_base_url)
-            found += [parts.username or "", parts.password or "", parts.fragment]
-            found += [v for _, v in parse_qsl(parts.query, keep_blank_values=True)]
-        except ValueError:
-            found.append(settings.llm_base_url)
+    pairs = ((settings.llm_api_key, settings.llm_base_url), (settings.embedding_api_key, settings.embedding_base_url))
+    for key, url in pairs:  # the LLM's and the embedding server's
+        if key is not None:
+            found.append(key.get_secret_value())
+        if url:
+            try:
+                parts = urlsplit(url)
+                found += [parts.username or "", parts.password or "", parts.fragment]
+                found += [v for _, v in parse_qsl(parts.query, keep_blank_values=True)]
+            except ValueError:
+                found.append(url)
     return sorted({s for s in found if len(s) >= _MIN_SECRET}, key=len, reverse=True)
 
 
