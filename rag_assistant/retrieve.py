@@ -132,6 +132,11 @@ class Retriever:
         """The indexed papers among these ids, by id."""
         return self.reader.papers(paper_ids)
 
+    def sentence_vectors(self, papers: Sequence[Paper]) -> dict[str, Any]:
+        """Paper id -> the vectors of its abstract's sentences (n x dim, in text.split_sentences order), stored
+        at ingest or computed once per process (IndexReader.sentence_vectors)."""
+        return self.reader.sentence_vectors(papers, self.embedder)
+
     def count(self) -> int:
         """Number of indexed chunks (0: nothing ingested yet)."""
         return self.reader.count()
@@ -143,7 +148,7 @@ class Retriever:
         info = self.reader.checked_info()
         hidden = self.reader.hidden(info)  # half-written by an ingest that was killed or still runs
         n = max(self.settings.candidates, 4 * k)
-        vector = self.embedder.embed([query])[0]
+        vector = self.embedder.embed_cached([query])[0]  # answering embeds the question again: cached
         dense = self.reader.query(vector.tolist(), n, exclude=hidden)
         lexical = self.keyword.query(query, n, exclude=hidden)
         aggs = self._rank(dense, lexical)

@@ -98,6 +98,18 @@ class Embedder(BaseEmbedder):
             )
         return np.asarray(vectors, dtype=np.float32)
 
+    @property
+    def pools_tokens(self) -> bool:
+        """True on the onnx backends, whose encoder hands out token states (embed_spans)."""
+        return hasattr(self.model, "encode_spans")
+
+    def embed_spans(self, texts: list[str], spans: list[list[tuple[int, int]]]) -> tuple[np.ndarray, list[np.ndarray]]:
+        if not self.pools_tokens:
+            return super().embed_spans(texts, spans)
+        model = self.model
+        with self._lock:
+            return model.encode_spans(texts, spans, batch_size=self.batch_size)
+
 
 @lru_cache(maxsize=4)
 def get_embedder(

@@ -22,6 +22,7 @@ from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordIndex
 from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
+from rag_assistant.index.sentences import SentenceIngest
 from rag_assistant.index.state import check_model, index_chunking, keyword_dir, model_signature, store_revision
 from rag_assistant.index.store import RUN_KEY, PaperState, StoredChunk, VectorStore, open_store, paper_to_metadata
 
@@ -41,6 +42,7 @@ class IngestReport:
     chunks_added: int = 0
     chunks_embedded: int = 0  # the rest reused the vector of an identical stored (or sibling) chunk text
     chunks_deleted: int = 0
+    sentence_papers: int = 0  # papers whose sentence vectors were computed and stored (index/sentences.py)
     keyword_rebuilt: bool = False
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -117,10 +119,17 @@ def ingest_papers(
     if warning:
         report.warnings.append(warning)
     plan = _plan(papers, store, report)
-    if plan.todo or plan.stale:
-        _write_changes(plan, store, info, settings, chunking, progress, report)
-    else:
-        _finish_unchanged(store, info, settings, report)
+    s = settings
+    embedder = get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
+    sentences = SentenceIngest(settings, chunking, embedder, token_counter(get_tokenizer(s.embedding_model)))
+    try:
+        if plan.todo or plan.stale:
+            _write_changes(plan, store, info, settings, chunking, progress, report, sentences)
+        else:
+            _finish_unchanged(store, info, settings, report)
+        _finish_sentences(papers, plan, sentences, progress, report)
+    finally:
+        sentences.close()
     report.seconds = time.perf_counter() - started
     return report
 
@@ -166,6 +175,18 @@ def _refuse_clashes(papers: list[Paper], states: dict[str, PaperState]) -> None:
         )
 
 
+def _finish_sentences(
+    papers: list[Paper], plan: _Plan, sentences: SentenceIngest, progress: Progress | None, report: IngestReport
+) -> None:
+    """Drop the sentence vectors of removed and changed papers, and compute those still missing: papers whose
+    chunks reused stored vectors, and unchanged papers of an index from before sentence vectors (a backfill,
+    which encodes their chunks once more without storing them again)."""
+    changed = [p.paper_id for p in plan.todo if p.paper_id in plan.states]
+    sentences.delete([*plan.stale, *changed], papers)
+    sentences.backfill(sentences.missing(papers), progress)
+    report.sentence_papers = sentences.written
+
+
 def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settings, report: IngestReport) -> None:
     """Nothing to write: only bring the keyword index and the pending runs up to date after a killed run."""
     revision = store_revision(info)
@@ -184,8 +205,10 @@ def _write_changes(
     chunking: tuple[int, int],
     progress: Progress | None,
     report: IngestReport,
+    sentences: SentenceIngest,
 ) -> None:
-    """Write the new and changed papers, delete obsolete chunks, update the keyword index, settle the run."""
+    """Write the new and changed papers (and their sentence vectors, pooled from the same chunk pass), delete
+    obsolete chunks, update the keyword index, settle the run."""
     # Mark the store as changing before writing, so a kill leaves a revision the keyword index lacks.
     # Registered as pending too: whatever this run writes stays hidden from search until it has settled.
     before, revision = store_revision(info), uuid.uuid4().hex
@@ -203,9 +226,9 @@ def _write_changes(
     for paper in plan.todo:
         pieces = chunk_paper(paper, count, *chunking)
         chunks.extend((paper, c, len(pieces)) for c in pieces)
-    s = settings
-    embedder = get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
     known = store.embeddings_for([c.text for _, c, _ in chunks])
+    pooling = sentences.chunk_pass(sentences.missing(plan.todo))  # None: embedded standalone afterwards
+    embedder = pooling or sentences.embedder
     report.chunks_embedded = _embed_and_store(chunks, embedder, store, progress, known, revision)
     report.chunks_added = len(chunks)
 

@@ -174,21 +174,51 @@ class OnnxEncoder:
         self.input_names = input_names
 
     def encode(self, texts: list[str], batch_size: int = 32, normalize_embeddings: bool = True, **_: Any) -> np.ndarray:
+        return self.encode_spans(texts, None, batch_size, normalize_embeddings)[0]
+
+    def encode_spans(
+        self,
+        texts: list[str],
+        spans: list[list[tuple[int, int]]] | None,
+        batch_size: int = 32,
+        normalize_embeddings: bool = True,
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The texts' vectors and, with `spans`, per text the sum of the token states of each (start, end)
+        character span, read from the same run (a token belongs to a span when its characters lie inside)."""
         out = np.zeros((len(texts), 0), dtype=np.float32)
+        sums: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(texts)
         # longest first, like sentence-transformers: similar lengths share a batch, so little padding
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         for start in range(0, len(texts), batch_size):
             rows = order[start : start + batch_size]
-            arrays = _batch_arrays(self.tokenizer.encode_batch([texts[i] for i in rows]))
+            encodings = self.tokenizer.encode_batch([texts[i] for i in rows])
+            arrays = _batch_arrays(encodings)
             (hidden,) = self.session.run(["last_hidden_state"], {n: arrays[n] for n in self.input_names})
             mask = arrays["attention_mask"][..., None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
             if out.shape[1] == 0:
                 out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
             out[rows] = pooled
+            for j, row in enumerate(rows if spans is not None else ()):
+                sums[row] = _span_sums(encodings[j].offsets, hidden[j], spans[row])  # type: ignore[index]
         if normalize_embeddings:
             out /= np.clip(np.linalg.norm(out, axis=1, keepdims=True), 1e-12, None)
-        return out
+        return out, sums
+
+
+def _span_sums(offsets: list[tuple[int, int]], hidden: np.ndarray, spans: list[tuple[int, int]]) -> np.ndarray:
+    """(len(spans) x dim) sums of the token states whose characters lie inside each span; special tokens
+    (empty offsets) belong to none."""
+    if not spans:
+        return np.zeros((0, hidden.shape[1]), dtype=np.float32)
+    off = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    bounds = np.asarray(spans, dtype=np.int64)
+    inside = (
+        (off[None, :, 0] >= bounds[:, None, 0])
+        & (off[None, :, 1] <= bounds[:, None, 1])
+        & (off[None, :, 1] > off[None, :, 0])
+    )
+    return inside.astype(np.float32) @ hidden[: len(off)]
 
 
 def quantize_int8(target: Path) -> Path:

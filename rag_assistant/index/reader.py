@@ -1,6 +1,7 @@
 """The read-only face of the index: everything search, answers, chat, evaluation and stats read (nearest chunks,
-papers, stored vectors, counts, the index state, the keyword index). It never writes, neither the store nor
-the keyword index on disk: ingest (index/ingest.py) owns writing.
+papers, stored vectors, the abstracts' sentence vectors, counts, the index state, the keyword index). It never
+writes, neither the store nor the keyword index nor the sentence vectors on disk: ingest (index/ingest.py) owns
+writing.
 
 A stale keyword index (the store changed since it was built: an ingest was killed or is still running, or
 another client of a shared Chroma server ingested) is rebuilt in memory from the store, for this reader only,
@@ -16,9 +17,11 @@ from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
+from rag_assistant.index.embedder_base import BaseEmbedder
 from rag_assistant.index.keyword import KeywordIndex, KeywordSearch
 from rag_assistant.index.pending import unfinished_papers
-from rag_assistant.index.state import check_model, keyword_dir, keyword_revision, store_revision
+from rag_assistant.index.sentences import SentenceReader
+from rag_assistant.index.state import check_model, keyword_dir, keyword_revision, recorded_chunking, store_revision
 from rag_assistant.index.store import ChunkHit, StoreReader, open_store
 
 
@@ -29,6 +32,7 @@ class IndexReader:
         self.settings = settings
         self._store: StoreReader = store if store is not None else open_store(settings)
         self._keyword: KeywordSearch | None = None
+        self._sentences: SentenceReader | None = None
 
     def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
         """The `n` chunks nearest to `embedding`, papers in `exclude` left out before ranking."""
@@ -41,6 +45,21 @@ class IndexReader:
     def embeddings_for(self, texts: Sequence[str]) -> dict[str, list[float]]:
         """Stored vectors of exactly these chunk texts, by text."""
         return self._store.embeddings_for(texts)
+
+    def sentence_vectors(self, papers: Sequence[Paper], embedder: BaseEmbedder) -> dict[str, Any]:
+        """Paper id -> the vectors of its sentences (n x dim, aligned with text.split_sentences(paper.text)):
+        stored by ingest in the sidecar (index/sentences.py, opened read-only), else computed with `embedder`
+        the way ingest computes them and kept in memory."""
+        if self._sentences is None:
+            from rag_assistant.index.chunking import token_counter
+            from rag_assistant.index.embedding import get_tokenizer
+
+            s = self.settings
+            chunking = recorded_chunking(self.info(), self._store.count)
+            chunking = chunking or (s.chunk_max_tokens, s.chunk_overlap_sentences)
+            count = token_counter(get_tokenizer(s.embedding_model))
+            self._sentences = SentenceReader(s, embedder, count, chunking)
+        return self._sentences.vectors(papers)
 
     def count(self) -> int:
         """Number of chunks."""

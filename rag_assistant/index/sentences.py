@@ -1,0 +1,311 @@
+"""Sentence vectors of every indexed abstract, computed once at ingest and kept in a sidecar SQLite file beside
+the keyword index (`<data dir>/sentences/<collection>.sqlite`), so answering never embeds an abstract's
+sentences again. The array of a paper is aligned with `text.split_sentences(paper.text)`.
+
+How they are made is the embedder's (`BaseEmbedder.sentence_vectors`): pooled from the chunk pass on the onnx
+backends, each sentence embedded standalone otherwise. One row per (paper id, signature): the signature is the
+index's model signature, its chunking and that kind, so vectors of another model, cut or kind are never read;
+the row's digest covers the title (it prefixes every chunk) and the sentence texts, so a changed paper or a
+changed sentence splitter misses and is recomputed. Vectors are float16 (n x dim).
+
+Written only by ingest (`SentenceIngest`): rows of new and changed papers from the chunk pass, of unchanged
+papers that have none (a backfill: an index from before this file, or a kill), and deleted with their papers.
+The row is written independently of the chunks; whatever a kill leaves is either a row that matches the stored
+paper or a row that misses. The read side (`SentenceReader`) opens the file read-only (never creates it),
+computes what it lacks with the same embedder call and keeps those in memory only."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rag_assistant.config import Settings
+from rag_assistant.corpus.models import Paper
+from rag_assistant.index.chunking import chunk_paper
+from rag_assistant.index.embedder_base import BaseEmbedder, SentenceLayout, Span
+from rag_assistant.text import split_sentences
+
+Count = Callable[[str], int]
+_SCHEMA = """CREATE TABLE IF NOT EXISTS sentences (
+    digest TEXT NOT NULL, signature TEXT NOT NULL, paper_id TEXT NOT NULL,
+    n INTEGER NOT NULL, dim INTEGER NOT NULL, vectors BLOB NOT NULL,
+    PRIMARY KEY (digest, signature))"""
+BACKFILL_PAPERS = 128  # papers computed and written per step of a backfill: bounds memory and lost work
+READ_CACHE = 4096  # papers whose vectors a reader keeps in memory
+
+
+def sidecar_path(settings: Settings) -> Path:
+    return settings.data_dir / "sentences" / f"{settings.collection}.sqlite"
+
+
+def pooled(settings: Settings) -> bool:
+    """Whether the settings' embedder pools sentence vectors from chunk passes (the onnx backends)."""
+    return settings.remote_embedding is None and settings.embedding_backend != "torch"
+
+
+def signature(settings: Settings, chunking: tuple[int, int]) -> str:
+    """What made a paper's sentence vectors: model, chunking, and pooled or standalone (read from the
+    settings, so checking an unchanged index loads no model; an onnx backend that fell back to torch does not
+    pool, and then the sidecar is left alone: see `usable`)."""
+    from rag_assistant.index.state import model_signature
+
+    kind = "pooled" if pooled(settings) else "standalone"
+    return f"{model_signature(settings)}|{chunking[0]}/{chunking[1]}|{kind}"
+
+
+def usable(settings: Settings, embedder: BaseEmbedder) -> bool:
+    """Whether this embedder makes the kind of vectors the signature names."""
+    return embedder.pools_tokens == pooled(settings)
+
+
+def digest(paper: Paper, sentences: list[str] | None = None) -> str:
+    """Changes when the title or any sentence (as split_sentences cuts them) changes."""
+    sentences = split_sentences(paper.text) if sentences is None else sentences
+    payload = json.dumps([paper.title, sentences], ensure_ascii=False)
+    return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def layout(paper: Paper, count: Count, chunking: tuple[int, int]) -> SentenceLayout:
+    """The paper's sentences, its chunks (as index/chunking.py cuts them) and where each sentence lies in them.
+
+    A chunk is the title prefix plus a run of consecutive sentences or pieces of one (a sentence longer than
+    the window is cut at word boundaries), joined by single spaces: so its body is a substring of the
+    sentences joined by spaces, and each sentence's share of it is a character span."""
+    sentences = split_sentences(paper.text)
+    chunks = [c.text for c in chunk_paper(paper, count, *chunking)]
+    joined = " ".join(sentences)
+    starts, pos = [], 0
+    for sentence in sentences:
+        starts.append(pos)
+        pos += len(sentence) + 1
+    prefix = len(f"{paper.title}. ") if paper.title else 0
+    spans: list[list[Span]] = []
+    cursor = 0
+    for text in chunks:
+        body = text[prefix:]
+        at = joined.find(body, cursor)
+        if at < 0:  # cannot happen with chunk_paper's cut; no spans: its sentences are embedded standalone
+            spans.append([])
+            continue
+        cursor, end = at, at + len(body)
+        own = [
+            (max(at, s), min(end, s + len(sentence)), i)
+            for i, (s, sentence) in enumerate(zip(starts, sentences, strict=True))
+            if s < end and s + len(sentence) > at
+        ]
+        spans.append([(a - at + prefix, b - at + prefix, i) for a, b, i in own])
+    return SentenceLayout(sentences, chunks, spans)
+
+
+def compute(layouts: list[SentenceLayout], embedder: BaseEmbedder) -> list[Any]:
+    """The sentence vectors of these papers' layouts (float32, n x dim each): the one computation behind
+    ingest's backfill and the read side's fallback (ingest's main pass pools the same way, from its chunk pass)."""
+    return embedder.sentence_vectors(layouts)
+
+
+class SentenceStore:
+    """The sidecar file, one row per (digest, signature): papers with the same title and sentences (the same
+    abstract under two ids) share a row. `paper_id` names the paper that wrote it, for deletion. `readonly`
+    opens the file through a `mode=ro` URI: nothing is created or written."""
+
+    def __init__(self, path: Path, readonly: bool = True) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        if readonly:
+            uri = f"{path.resolve().as_uri()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+            self._db.execute(_SCHEMA)
+            self._db.commit()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def digests(self, sig: str) -> set[str]:
+        """The digests that have vectors of this signature."""
+        with self._lock:
+            rows = self._db.execute("SELECT digest FROM sentences WHERE signature = ?", (sig,)).fetchall()
+        return {d for (d,) in rows}
+
+    def get(self, papers: Sequence[Paper], sig: str) -> dict[str, Any]:
+        """Paper id -> vectors (float32) of the papers that have a row."""
+        import numpy as np
+
+        by_digest: dict[str, list[Paper]] = {}
+        for paper in papers:
+            sentences = split_sentences(paper.text)
+            by_digest.setdefault(digest(paper, sentences), []).append(paper)
+        keys = list(by_digest)
+        out: dict[str, Any] = {}
+        for start in range(0, len(keys), 500):
+            part = keys[start : start + 500]
+            query = "SELECT digest, n, dim, vectors FROM sentences WHERE signature = ? AND digest IN "
+            with self._lock:
+                rows = self._db.execute(query + f"({','.join('?' * len(part))})", (sig, *part)).fetchall()
+            for dig, n, dim, blob in rows:
+                vectors = np.frombuffer(blob, dtype=np.float16).reshape(n, dim).astype(np.float32)
+                out.update((p.paper_id, vectors) for p in by_digest[dig])
+        return out
+
+    def put(self, rows: Iterable[tuple[Paper, Any]], sig: str) -> None:
+        import numpy as np
+
+        values = [
+            (digest(p), sig, p.paper_id, int(v.shape[0]), int(v.shape[1]), np.asarray(v, dtype=np.float16).tobytes())
+            for p, v in rows
+        ]
+        with self._lock, self._db:
+            self._db.executemany("INSERT OR REPLACE INTO sentences VALUES (?, ?, ?, ?, ?, ?)", values)
+
+    def delete(self, paper_ids: Sequence[str], keep: set[str]) -> None:
+        """Drop the rows these papers wrote, except those of the digests in `keep` (papers still indexed)."""
+        with self._lock, self._db:
+            for start in range(0, len(paper_ids), 500):
+                part = list(paper_ids[start : start + 500])
+                rows = self._db.execute(
+                    f"SELECT digest FROM sentences WHERE paper_id IN ({','.join('?' * len(part))})", part
+                ).fetchall()
+                gone = [(d,) for (d,) in rows if d not in keep]
+                self._db.executemany("DELETE FROM sentences WHERE digest = ?", gone)
+
+
+class SentenceReader:
+    """The read side: sentence vectors from the sidecar (opened read-only, once it exists), the rest computed
+    and kept in an in-process LRU, never written."""
+
+    def __init__(self, settings: Settings, embedder: BaseEmbedder, count: Count, chunking: tuple[int, int]) -> None:
+        self.path, self.sig = sidecar_path(settings), signature(settings, chunking)
+        self.embedder, self.count, self.chunking = embedder, count, chunking
+        self._usable = usable(settings, embedder)
+        self._store: SentenceStore | None = None
+        self._cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.computed = 0  # papers computed here because the sidecar lacked them (tests, benchmarks)
+
+    def _sidecar(self) -> SentenceStore | None:
+        if self._store is None and self._usable and self.path.is_file():
+            try:
+                self._store = SentenceStore(self.path, readonly=True)
+            except sqlite3.Error:
+                return None
+        return self._store
+
+    def vectors(self, papers: Sequence[Paper]) -> dict[str, Any]:
+        """Paper id -> its sentence vectors (n x dim, aligned with split_sentences(paper.text))."""
+        keys = {p.paper_id: (p.paper_id, digest(p)) for p in papers}
+        with self._lock:
+            out = {pid: self._cache[key] for pid, key in keys.items() if key in self._cache}
+        missing = [p for p in dict((p.paper_id, p) for p in papers).values() if p.paper_id not in out]
+        store = self._sidecar() if missing else None
+        if store is not None:
+            with contextlib.suppress(sqlite3.Error):  # locked by a long ingest write, or damaged: compute
+                out.update(store.get(missing, self.sig))
+        todo = [p for p in missing if p.paper_id not in out]
+        if todo:
+            layouts = [layout(p, self.count, self.chunking) for p in todo]
+            out.update(zip((p.paper_id for p in todo), compute(layouts, self.embedder), strict=True))
+            self.computed += len(todo)
+        with self._lock:
+            for pid in keys.keys() & out.keys():
+                self._cache[keys[pid]] = out[pid]
+                self._cache.move_to_end(keys[pid])
+            while len(self._cache) > READ_CACHE:
+                self._cache.popitem(last=False)
+        return out
+
+
+class SentenceIngest:
+    """Ingest's side of the sidecar: the chunk pass that also pools sentence vectors (`chunk_pass`), the
+    backfill of papers without them, and deletion with removed papers."""
+
+    def __init__(self, settings: Settings, chunking: tuple[int, int], embedder: BaseEmbedder, count: Count) -> None:
+        self.store = SentenceStore(sidecar_path(settings), readonly=False)
+        self.sig, self.settings = signature(settings, chunking), settings
+        self.embedder, self.count, self.chunking = embedder, count, chunking
+        self.written = 0  # papers whose vectors this ingest wrote
+
+    def write(self, rows: list[tuple[Paper, Any]]) -> None:
+        self.store.put(rows, self.sig)
+        self.written += len(rows)
+
+    def chunk_pass(self, papers: Sequence[Paper]) -> PooledPass | None:
+        """A stand-in for the embedder in ingest's chunk pass that also writes the sentence vectors of `papers`
+        (their chunk texts must all go through it); None when the embedder has no token states."""
+        if not papers or not self.embedder.pools_tokens or not usable(self.settings, self.embedder):
+            return None
+        return PooledPass(self, {p.paper_id: (p, layout(p, self.count, self.chunking)) for p in papers})
+
+    def missing(self, papers: Sequence[Paper]) -> list[Paper]:
+        """The papers without a matching row."""
+        have = self.store.digests(self.sig)
+        return [p for p in papers if digest(p) not in have]
+
+    def backfill(self, papers: Sequence[Paper], progress: Callable[[int, int], None] | None = None) -> None:
+        """Compute and write the vectors of these papers, a bounded group at a time (progress in chunks).
+        Nothing when the embedder does not make the kind the signature names (onnx fell back to torch)."""
+        if not papers or not usable(self.settings, self.embedder):
+            return
+        layouts = [layout(p, self.count, self.chunking) for p in papers]
+        total, done = sum(len(lay.chunks) for lay in layouts), 0
+        for start in range(0, len(papers), BACKFILL_PAPERS):
+            group = layouts[start : start + BACKFILL_PAPERS]
+            self.write(list(zip(papers[start : start + BACKFILL_PAPERS], compute(group, self.embedder), strict=True)))
+            done += sum(len(lay.chunks) for lay in group)
+            if progress:
+                progress(done, total)
+
+    def delete(self, paper_ids: Sequence[str], kept: Sequence[Paper]) -> None:
+        """Drop the rows of removed or changed papers, unless one of the `kept` papers has the same digest."""
+        if paper_ids:
+            self.store.delete(paper_ids, {digest(p) for p in kept})
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class PooledPass:
+    """Embeds chunk texts like the embedder (`embed`), reading the token states of each sentence's span from
+    the same run; a paper's sentence vectors are pooled and written once all its chunks went through."""
+
+    def __init__(self, owner: SentenceIngest, layouts: dict[str, tuple[Paper, SentenceLayout]]) -> None:
+        self.owner, self.layouts = owner, layouts
+        self.where: dict[str, list[tuple[str, int]]] = {}  # chunk text -> (paper id, chunk index) holding it
+        self.sums: dict[str, list[Any]] = {}
+        for pid, (_, lay) in layouts.items():
+            for i, text in enumerate(lay.chunks):
+                self.where.setdefault(text, []).append((pid, i))
+            self.sums[pid] = [None] * len(lay.chunks)
+        self._finish([pid for pid, (_, lay) in layouts.items() if not lay.chunks])
+
+    def embed(self, texts: list[str]) -> Any:
+        """The chunk vectors, as `embed` gives them."""
+        wanted = [
+            sorted({s[:2] for pid, i in self.where.get(t, []) for s in self.layouts[pid][1].spans[i]}) for t in texts
+        ]
+        vectors, sums = self.owner.embedder.embed_spans(texts, wanted)
+        done = []
+        for text, spans, rows in zip(texts, wanted, sums, strict=True):
+            for pid, i in self.where.pop(text, []):
+                if pid in self.sums and self.sums[pid][i] is None:
+                    self.sums[pid][i] = rows[[spans.index(s[:2]) for s in self.layouts[pid][1].spans[i]]]
+                    if all(x is not None for x in self.sums[pid]):
+                        done.append(pid)
+        self._finish(done)
+        return vectors
+
+    def _finish(self, paper_ids: list[str]) -> None:
+        rows = []
+        for pid in paper_ids:
+            paper, lay = self.layouts.pop(pid)
+            rows.append((paper, self.owner.embedder.pool_sentences(lay, self.sums.pop(pid))))
+        if rows:
+            self.owner.write(rows)
