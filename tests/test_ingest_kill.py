@@ -79,7 +79,7 @@ def _snapshot(store: ChromaStore, settings: Settings) -> dict[str, Any]:
     keyword = KeywordIndex(keyword_dir(settings))
     info = store.get_info()
     assert keyword.revision == info.pop("revision")
-    ids = json.loads((keyword_dir(settings) / "meta.json").read_text())["ids"]
+    ids = keyword.chunk_ids()
     return {
         "chunks": chunks,
         "vectors": vectors,

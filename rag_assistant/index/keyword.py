@@ -1,29 +1,67 @@
-"""BM25 keyword index over chunks (bm25s), persisted beside Chroma and tied to the store's revision. Written
-only by ingest (`build`, `update`); the read face loads it, or builds one in memory when it is stale."""
+"""BM25 keyword index over chunks, persisted beside Chroma and tied to the store's revision. Written only by ingest
+(`build`, `update`); the read face loads it, or builds one in memory when it is stale.
+
+The index is a list of segments (index/keyword_segments.py) plus corpus-wide statistics (vocabulary, document
+frequencies, live chunks, total length) kept in step by every update. An update tokenizes only its chunks,
+writes them as a new segment, marks replaced and removed chunks dead in a new mask of their segment, and merges
+small segments (size-tiered, never past SEGMENT_MAX chunks), so its cost grows with what changed, not with the
+index. Scores are bm25s's ('lucene' BM25) over the live chunks, computed at query time with numpy; the
+tokenizer reproduces bm25s.tokenize (its English stop words, PyStemmer), so neither search nor ingest imports
+bm25s (numba, scipy: ~1.5 s). A write adds new files, then swaps meta.json in one rename, then deletes what no
+longer belongs: a kill leaves the previous state whole."""
 
 from __future__ import annotations
 
 import json
-import logging
 import math
+import os
+import re
 import shutil
-from collections.abc import Collection, Iterable, Sequence
+import uuid
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
-TOKENS_FILE = "tokens.npz"  # every chunk's token ids, concatenated, with offsets
-VOCAB_FILE = "vocab.json"  # token strings by id
+from rag_assistant.index import keyword_segments as ks
+
+FORMAT = 2  # 1: one bm25s matrix (read as stale, so the next ingest rebuilds it)
+META = "meta.json"
+BATCH = 16_384  # chunks tokenized at a time (SEGMENT_MAX is a multiple)
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default token_pattern
+
+
+@lru_cache(maxsize=1)
+def _stopwords() -> frozenset[str]:
+    """bm25s's English stop words, read from its data module without importing bm25s itself."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("bm25s")
+    if spec is None or spec.origin is None:  # pragma: no cover - bm25s is a dependency
+        raise ImportError("bm25s is not installed")
+    path = Path(spec.origin).with_name("stopwords.py")
+    module_spec = importlib.util.spec_from_file_location("_bm25s_stopwords", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return frozenset(module.STOPWORDS_EN)
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
-    import bm25s
-
+    """What bm25s.tokenize(texts, stopwords="en", stemmer=english_stemmer(), return_ids=False) returns
+    (tests/test_keyword.py checks it on the corpus): lower case, words of 2+ characters, stop words out, stems."""
     from rag_assistant.text import english_stemmer
 
-    return bm25s.tokenize(  # type: ignore[return-value]
-        texts, stopwords="en", stemmer=english_stemmer(), return_ids=False, show_progress=False
-    )
+    stop, split = _stopwords(), _TOKEN.findall
+    docs = [[w for w in split(text.lower()) if w not in stop] for text in texts]
+    stemmer = english_stemmer()
+    if stemmer is None:
+        return docs
+    words = list(dict.fromkeys(w for doc in docs for w in doc))
+    stems = dict(zip(words, stemmer.stemWords(words), strict=True))
+    return [[stems[w] for w in doc] for doc in docs]
 
 
 def query_terms(text: str) -> list[str]:
@@ -32,29 +70,11 @@ def query_terms(text: str) -> list[str]:
     return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
 
 
-def _token_ids(docs: list[list[str]], vocab: dict[str, int]) -> list[list[int]]:
-    """Token strings to ids, growing `vocab` with unseen tokens."""
-    return [[vocab.setdefault(token, len(vocab)) for token in doc] for doc in docs]
+@lru_cache(maxsize=1)
+def _question_stopwords() -> frozenset[str]:
+    from rag_assistant.text import STOPWORDS
 
-
-def _tokenized(chunks: Iterable[tuple[str, str]]) -> tuple[list[str], list[list[int]], dict[str, int]]:
-    """(chunk ids, their token ids, the vocabulary) of (chunk_id, text) pairs."""
-    pairs = list(chunks)
-    vocab: dict[str, int] = {}
-    docs = _token_ids(tokenize([text for _, text in pairs]), vocab)
-    return [cid for cid, _ in pairs], docs, vocab
-
-
-def _bm25(docs: list[list[int]], vocab: dict[str, int]) -> Any:  # noqa: ANN401 - bm25s.BM25, or None when empty
-    """The BM25 matrix of these token-id documents."""
-    if not docs:
-        return None
-    import bm25s
-
-    retriever = bm25s.BM25()
-    # bm25s adds its empty token to the vocabulary it is given: hand it a copy
-    retriever.index(bm25s.tokenization.Tokenized(ids=docs, vocab=dict(vocab)), show_progress=False)
-    return retriever
+    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
 
 
 class KeywordSearch(Protocol):
@@ -67,135 +87,285 @@ class KeywordSearch(Protocol):
     def idf(self, tokens: list[str]) -> dict[str, float]: ...
 
 
-@lru_cache(maxsize=1)
-def _question_stopwords() -> frozenset[str]:
-    from rag_assistant.text import STOPWORDS
+@dataclass
+class _Corpus:
+    """The segments and the statistics BM25 needs over their live chunks."""
 
-    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
+    vocab: dict[str, int] = field(default_factory=dict)
+    df: Any = None  # int64 [vocab]: live chunks holding each term
+    chunks: int = 0
+    total_len: int = 0
+    segments: list[ks.Segment] = field(default_factory=list)
+
+    def grow(self) -> None:
+        import numpy as np
+
+        if self.df is None or len(self.df) < len(self.vocab):
+            df = np.zeros(len(self.vocab), dtype=np.int64)
+            if self.df is not None:
+                df[: len(self.df)] = self.df
+            self.df = df
+
+    def add(self, pairs: Iterable[tuple[str, str]], keep: Callable[[ks.Segment], ks.Segment] | None = None) -> None:
+        """Tokenize (chunk_id, text) pairs, BATCH at a time, into new segments of at most SEGMENT_MAX chunks;
+        `keep` turns each into what the corpus holds (build: the saved segment, memory-mapped)."""
+        ids: list[str] = []
+        parts: list[tuple[Any, Any, Any, Any]] = []
+        for batch in _batches(pairs, BATCH):
+            parts.append(self._rows(batch))
+            ids += [cid for cid, _ in batch]
+            if len(ids) >= ks.SEGMENT_MAX:
+                self._segment(ids, parts, keep)
+                ids, parts = [], []
+        if ids:
+            self._segment(ids, parts, keep)
+
+    def _segment(
+        self, ids: list[str], parts: list[tuple[Any, Any, Any, Any]], keep: Callable[[ks.Segment], ks.Segment] | None
+    ) -> None:
+        import numpy as np
+
+        counts = np.concatenate([np.diff(p[1]) for p in parts])
+        row_ptr = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(counts, out=row_ptr[1:])
+        dl, terms, tf = (np.concatenate([p[i] for p in parts]) for i in (0, 2, 3))
+        seg = ks.make_segment(ids, dl, row_ptr, terms, tf, len(self.vocab))
+        self.segments.append(keep(seg) if keep else seg)
+
+    def _rows(self, pairs: Sequence[tuple[str, str]]) -> tuple[Any, Any, Any, Any]:
+        """(lengths, row_ptr, terms, tf) of a batch, counted into the statistics."""
+        import numpy as np
+
+        docs = tokenize([text for _, text in pairs])
+        vocab = self.vocab
+        lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+        flat = np.fromiter((vocab.setdefault(t, len(vocab)) for d in docs for t in d), np.int64, int(lengths.sum()))
+        row_ptr, terms, tf = ks.rows_from_tokens(lengths, flat)
+        self.grow()
+        self.df += np.bincount(terms, minlength=len(self.df))
+        self.chunks += len(docs)
+        self.total_len += int(lengths.sum())
+        return lengths, row_ptr, terms, tf
+
+    def remove(self, gone: set[str]) -> None:
+        """Mark these chunk ids dead wherever they live, taking them out of the statistics."""
+        import numpy as np
+
+        for seg in self.segments:
+            rows = [i for i, cid in enumerate(seg.ids) if cid in gone]
+            rows = [i for i in rows if not seg.dead[i]]
+            if not rows:
+                continue
+            terms, _ = seg.row_terms(rows)
+            self.df -= np.bincount(terms, minlength=len(self.df))
+            self.chunks -= len(rows)
+            self.total_len -= int(seg.dl[rows].sum())
+            seg.dead = np.array(seg.dead, dtype=bool)
+            seg.dead[rows] = True
+            seg.dead_file = None  # to be saved
+
+    def live_ids(self) -> list[str]:
+        return [cid for seg in self.segments for cid, dead in zip(seg.ids, seg.dead.tolist(), strict=True) if not dead]
 
 
 class KeywordIndex:
-    """Loaded lazily from `directory`; `revision` says which store state it was built from.
-
-    Beside the bm25s index it keeps every chunk's tokens (as ids into a vocabulary), so an ingest that
-    adds or removes a few papers tokenizes only those and never reads the store back: `update` rebuilds
-    the BM25 matrix from the cached token ids (IDF and document lengths are corpus-wide, so the matrix
-    itself is recomputed; that is the cheap part)."""
+    """The index in `directory`, loaded on creation (arrays memory-mapped); `revision` says which store state
+    it reflects (None: missing, damaged or of the older format, so stale)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self._retriever: Any = None
-        self._ids: list[str] = []
         self.revision: str | None = None
-        self._load()
+        self._corpus: _Corpus | None = None
+        self._papers: tuple[dict[str, int], Any] | None = None  # paper -> code, code of every row
+        for _ in range(2):  # a reader racing a writer's clean-up reads the new meta once more
+            try:
+                self._corpus, self.revision = self._load(), self.stored_revision(directory)
+                return
+            except (OSError, ValueError, KeyError, TypeError):
+                self._corpus, self.revision = None, None
 
-    def _load(self) -> None:
-        meta_file = self.directory / "meta.json"
+    def _load(self) -> _Corpus | None:
+        import numpy as np
+
+        meta_file = self.directory / META
         if not meta_file.is_file():
-            return
-        try:
-            meta = json.loads(meta_file.read_text())
-            self._ids = meta["ids"]
-            self.revision = meta["revision"]
-            if self._ids:
-                import bm25s
-
-                logging.getLogger("bm25s").setLevel(logging.ERROR)
-                self._retriever = bm25s.BM25.load(str(self.directory / "bm25"), mmap=True, show_progress=False)
-        except Exception:  # a damaged index is rebuilt, never trusted
-            self._retriever, self._ids, self.revision = None, [], None
+            return None
+        meta = json.loads(meta_file.read_text())
+        if meta.get("format") != FORMAT:
+            return None
+        vocab = {token: i for i, token in enumerate(json.loads((self.directory / meta["vocab"]).read_text()))}
+        segments = [ks.load(self.directory, entry) for entry in meta["segments"]]
+        df = np.load(self.directory / meta["df"])
+        return _Corpus(vocab, df, int(meta["chunks"]), int(meta["total_len"]), segments)
 
     @staticmethod
     def stored_revision(directory: Path) -> str | None:
         """The revision of the index in `directory` without loading it (a no-op ingest needs only this)."""
         try:
-            return str(json.loads((directory / "meta.json").read_text())["revision"])
-        except (OSError, ValueError, KeyError):
+            meta = json.loads((directory / META).read_text())
+            return str(meta["revision"]) if meta.get("format") == FORMAT else None
+        except (OSError, ValueError, KeyError, AttributeError):
             return None
 
     def build(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
         """Rebuild from (chunk_id, text) pairs and persist atomically (write aside, then rename)."""
-        ids, docs, vocab = _tokenized(chunks)
-        return self._write(ids, docs, vocab, revision)
-
-    def build_in_memory(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
-        """Rebuild from (chunk_id, text) pairs for this object only: nothing on disk changes (what the read
-        face does with a stale index). Scores are those `build` would persist."""
-        ids, docs, vocab = _tokenized(chunks)
-        self._retriever, self._ids, self.revision = _bm25(docs, vocab), ids, revision
-        return len(ids)
-
-    def can_update(self, revision: str) -> bool:
-        """True when this index reflects store `revision` and has its token cache (older indexes lack it)."""
-        return self.revision == revision and (self.directory / TOKENS_FILE).is_file()
-
-    def update(self, added: Sequence[tuple[str, str]], removed: Iterable[str], revision: str) -> int:
-        """Drop `removed` chunk ids, add or replace `added` (chunk_id, text) pairs; only those are tokenized."""
-        import numpy as np
-
-        vocab_list = json.loads((self.directory / VOCAB_FILE).read_text())
-        vocab = {token: i for i, token in enumerate(vocab_list)}
-        with np.load(self.directory / TOKENS_FILE) as cached:
-            flat, offsets = cached["flat"].tolist(), cached["offsets"].tolist()
-        gone = set(removed) | {cid for cid, _ in added}
-        keep = [i for i, cid in enumerate(self._ids) if cid not in gone]
-        ids = [self._ids[i] for i in keep] + [cid for cid, _ in added]
-        docs = [flat[offsets[i] : offsets[i + 1]] for i in keep]
-        docs += _token_ids(tokenize([text for _, text in added]), vocab)
-        return self._write(ids, docs, vocab, revision)
-
-    def _write(self, ids: list[str], docs: list[list[int]], vocab: dict[str, int], revision: str) -> int:
-        import numpy as np
-
         tmp = self.directory.with_name(self.directory.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        retriever = _bm25(docs, vocab)
-        if retriever is not None:
-            retriever.save(str(tmp / "bm25"), show_progress=False)
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        flat = np.fromiter((t for d in docs for t in d), dtype=np.int32, count=int(offsets[-1]))
-        np.savez(tmp / TOKENS_FILE, flat=flat, offsets=offsets)
-        (tmp / VOCAB_FILE).write_text(json.dumps(sorted(vocab, key=vocab.__getitem__)))
-        (tmp / "meta.json").write_text(json.dumps({"revision": revision, "ids": ids}))
+        corpus = _Corpus()
+
+        def saved(seg: ks.Segment) -> ks.Segment:  # written at once, then read back memory-mapped
+            ks.save(seg, tmp)
+            return ks.load(tmp, ks.entry(seg))
+
+        corpus.add(chunks, saved)
+        self._commit(corpus, revision, tmp)
         old = self.directory.with_name(self.directory.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if self.directory.exists():
             self.directory.rename(old)
         tmp.rename(self.directory)
         shutil.rmtree(old, ignore_errors=True)
-        self._retriever, self._ids, self.revision = retriever, ids, revision
-        return len(ids)
+        self.__init__(self.directory)  # type: ignore[misc]
+        return corpus.chunks
+
+    def build_in_memory(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
+        """Rebuild from (chunk_id, text) pairs for this object only: nothing on disk changes (what the read
+        face does with a stale index). Scores are those `build` would persist."""
+        corpus = _Corpus()
+        corpus.add(chunks)
+        self._corpus, self.revision, self._papers = corpus, revision, None
+        return corpus.chunks
+
+    def can_update(self, revision: str) -> bool:
+        """True when this index reflects store `revision` and is of the current format."""
+        return self.revision == revision and self._corpus is not None
+
+    def update(self, added: Sequence[tuple[str, str]], removed: Iterable[str], revision: str) -> int:
+        """Drop `removed` chunk ids, add or replace `added` (chunk_id, text) pairs; only those are tokenized.
+        Writes a segment for `added`, new deletion masks, merges small segments, then swaps the meta."""
+        corpus = self._corpus if self._corpus is not None else _Corpus()
+        corpus.grow()
+        corpus.remove(set(removed) | {cid for cid, _ in added})
+        corpus.add(list(added))
+        corpus.segments = ks.compact(corpus.segments, len(corpus.vocab))
+        self._commit(corpus, revision, self.directory)
+        self._corpus, self.revision, self._papers = corpus, revision, None
+        return corpus.chunks
+
+    def _commit(self, corpus: _Corpus, revision: str, directory: Path) -> None:
+        """Save what is new, swap the meta in one rename, then delete what the new meta does not name."""
+        import numpy as np
+
+        corpus.grow()
+        for seg in corpus.segments:
+            if not seg.saved:
+                ks.save(seg, directory)
+            if seg.dead_file is None and seg.dead.any():
+                ks.save_dead(seg, directory)
+        tag = uuid.uuid4().hex[:12]
+        vocab_file, df_file = f"vocab-{tag}.json", f"df-{tag}.npy"
+        (directory / vocab_file).write_text(json.dumps(sorted(corpus.vocab, key=corpus.vocab.__getitem__)))
+        np.save(directory / df_file, corpus.df)
+        meta = {
+            "format": FORMAT,
+            "revision": revision,
+            "chunks": corpus.chunks,
+            "total_len": corpus.total_len,
+            "vocab": vocab_file,
+            "df": df_file,
+            "segments": [ks.entry(seg) for seg in corpus.segments],
+        }
+        (directory / (META + ".tmp")).write_text(json.dumps(meta))
+        os.replace(directory / (META + ".tmp"), directory / META)
+        _clean(directory, meta)
+
+    def chunk_ids(self) -> list[str]:
+        """Every chunk id the index holds."""
+        return self._corpus.live_ids() if self._corpus is not None else []
 
     def idf(self, tokens: list[str]) -> dict[str, float]:
         """BM25 (Lucene) inverse document frequency over chunks; a token the corpus never uses gets the
         highest value, since a question that hinges on it is probably not about this corpus."""
-        n = len(self._ids)
-        if self._retriever is None or not n:
+        corpus = self._corpus
+        if corpus is None or not corpus.chunks:
             return {t: 1.0 for t in tokens}
-        vocab, indptr = self._retriever.vocab_dict, self._retriever.scores["indptr"]
+        n, vocab = corpus.chunks, corpus.vocab
         out = {}
         for t in tokens:
-            df = int(indptr[vocab[t] + 1] - indptr[vocab[t]]) if t in vocab else 0
-            out[t] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+            out[t] = _idf(n, int(corpus.df[vocab[t]]) if t in vocab else 0)
         return out
 
     def query(self, text: str, n: int, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
         """(chunk_id, bm25 score) best first; only chunks sharing at least one term and not of a paper in
         `exclude` (masked before ranking, so excluded chunks never take a candidate's place)."""
-        if self._retriever is None or not self._ids:
-            return []
-        known = [[t for t in query_terms(text) if t in self._retriever.vocab_dict]]
-        if not known[0]:
-            return []
-        mask = self._mask(exclude) if exclude else None
-        docs, scores = self._retriever.retrieve(known, k=min(n, len(self._ids)), show_progress=False, weight_mask=mask)
-        return [(self._ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
-
-    def _mask(self, papers: Collection[str]) -> Any:  # noqa: ANN401 - numpy array
         import numpy as np
 
-        return np.fromiter(
-            (cid.rsplit("#", 1)[0] not in papers for cid in self._ids), dtype=np.float32, count=len(self._ids)
-        )
+        corpus = self._corpus
+        if corpus is None or not corpus.chunks or n <= 0:
+            return []
+        counts = Counter(corpus.vocab[t] for t in query_terms(text) if t in corpus.vocab)
+        if not counts:
+            return []
+        weights = {tid: _idf(corpus.chunks, int(corpus.df[tid])) * c for tid, c in counts.items()}
+        scores = ks.score(corpus.segments, weights, corpus.total_len / corpus.chunks)
+        if exclude:
+            codes, rows = self._paper_codes()
+            scores[np.isin(rows, [codes[p] for p in exclude if p in codes])] = 0.0
+        best = np.flatnonzero(scores > 0)
+        if len(best) > n:  # the n best; chunks tied at the cut are taken in index order, so results are stable
+            cut = np.partition(scores[best], len(best) - n)[len(best) - n]
+            tied = best[scores[best] == cut]
+            best = np.concatenate([best[scores[best] > cut], tied[: n - int((scores[best] > cut).sum())]])
+        best = best[np.lexsort((best, -scores[best]))]
+        return [(self._id_of(int(row)), float(scores[row])) for row in best]
+
+    def _id_of(self, row: int) -> str:
+        assert self._corpus is not None
+        for seg in self._corpus.segments:
+            if row < seg.n:
+                return seg.ids[row]
+            row -= seg.n
+        raise IndexError(row)
+
+    def _paper_codes(self) -> tuple[dict[str, int], Any]:
+        """(paper id -> code, the code of every row), made on the first query that excludes papers."""
+        import numpy as np
+
+        if self._papers is None:
+            assert self._corpus is not None
+            codes: dict[str, int] = {}
+            ids = (cid.rsplit("#", 1)[0] for seg in self._corpus.segments for cid in seg.ids)
+            rows = np.fromiter((codes.setdefault(p, len(codes)) for p in ids), dtype=np.int32)
+            self._papers = codes, rows
+        return self._papers
+
+
+def _idf(n: int, df: int) -> float:
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def _batches(pairs: Iterable[tuple[str, str]], size: int) -> Iterable[list[tuple[str, str]]]:
+    batch: list[tuple[str, str]] = []
+    for pair in pairs:
+        batch.append(pair)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _clean(directory: Path, meta: dict[str, Any]) -> None:
+    """Delete the files and segments of earlier states (and of a killed write) that `meta` does not name."""
+    keep = {META, meta["vocab"], meta["df"]}
+    segments = {e["name"]: e.get("dead") for e in meta["segments"]}
+    for path in directory.iterdir():
+        if path.is_dir() and path.name in segments:
+            for old in path.glob("dead-*.npy"):
+                if old.name != segments[path.name]:
+                    old.unlink(missing_ok=True)
+        elif path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif path.name not in keep:
+            path.unlink(missing_ok=True)

@@ -25,7 +25,7 @@ def keyword_revision(settings: Settings) -> str | None:
     """The store revision the keyword index on disk was built from; None when it is missing or damaged."""
     from rag_assistant.index.keyword import KeywordIndex
 
-    return KeywordIndex(keyword_dir(settings)).revision
+    return KeywordIndex.stored_revision(keyword_dir(settings))  # meta only: loading the index is not needed
 
 
 def store_revision(info: dict[str, Any]) -> str:
