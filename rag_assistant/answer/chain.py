@@ -45,7 +45,7 @@ def make_generator(settings: Settings, retriever: Retriever) -> Generator:
         return LLMGenerator(settings)
     from rag_assistant.answer.extractive import ExtractiveGenerator
 
-    return ExtractiveGenerator(retriever.embedder.embed_cached, settings.answer_sentences)
+    return ExtractiveGenerator(retriever.embedder.embed_cached, settings.answer_sentences, retriever.sentence_vectors)
 
 
 class AnswerChain:
@@ -69,7 +69,8 @@ class AnswerChain:
         """How well the retrieved papers answer the question, 0..1 (answer/relevance.py says how)."""
         from rag_assistant.answer.relevance import relevance
 
-        return relevance(question, sources, self.retriever.idf, self.retriever.embedder.embed_cached)
+        r = self.retriever
+        return relevance(question, sources, r.idf, r.embedder.embed_cached, r.sentence_vectors)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
         """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
@@ -128,7 +129,7 @@ class AnswerChain:
     def _verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None:
         """Verify everything the generator wrote; abstention is decided here, on the whole answer: no valid
         citation at all and nothing but the not-found phrase. Anything else is shown verified, with warnings."""
-        scorer = SupportScorer(self.retriever.embedder.embed_cached)
+        scorer = SupportScorer(self.retriever.embedder.embed_cached, self.retriever.sentence_vectors)
         checked = verify(draft.text, papers, scorer, self.settings.support_threshold, labels=draft.labels)
         if not checked.citations and is_not_found(draft.text, Resolver([p.paper_id for p in papers], draft.labels)):
             answer.abstained = True

@@ -2,7 +2,8 @@
 sentences and score how well each cited abstract supports its sentence.
 
 Support score (offline, 0..1) of sentence s against abstract A:
-    0.5 * max cosine(s, a) over the sentences a of A   (all-MiniLM-L6-v2, the index's model)
+    0.5 * max cosine(s, a) over the sentences a of A   (all-MiniLM-L6-v2, the index's model; the vectors of A's
+                                                        sentences are the ones stored at ingest, SentenceVectors)
   + 0.5 * share of s's content words that occur in A    (Snowball stems; stop words and citations removed)
 A sentence copied from A scores 1.0; a faithful paraphrase ~0.6-0.8; an unrelated claim < 0.35."""
 
@@ -139,29 +140,55 @@ def _cut_reference_lists(text: str) -> tuple[str, list[str]]:
     return text, warnings
 
 
-class SupportScorer:
-    """Scores claims against abstracts; abstract sentence vectors are computed once per paper."""
+Embed = Callable[[list[str]], np.ndarray]
+# papers -> paper id -> the vectors of its sentences, aligned with split_sentences(paper.text): computed once
+# at ingest and read from the index (Retriever.sentence_vectors), so answering embeds no abstract sentence
+SentenceVectors = Callable[[Sequence[Paper]], Mapping[str, np.ndarray]]
 
-    def __init__(self, embed: Callable[[list[str]], np.ndarray]) -> None:
+
+def sentence_vectors(papers: Sequence[Paper], vectors: SentenceVectors | None, embed: Embed) -> list[np.ndarray]:
+    """Per paper, the vectors of its sentences (n x dim, in split_sentences order): from `vectors`, or embedded
+    now when there is none (a scorer or generator used without an index)."""
+    if vectors is not None:
+        found = vectors(papers)
+        return [found[p.paper_id] for p in papers]
+    return [embed(split_sentences(p.text)) for p in papers]
+
+
+class SupportScorer:
+    """Scores claims against abstracts; abstract sentence vectors come from `vectors` (the index's stored
+    ones), or are embedded once per paper without it."""
+
+    def __init__(self, embed: Embed, vectors: SentenceVectors | None = None) -> None:
         self.embed = embed
-        self._cache: dict[str, tuple[np.ndarray, set[str]]] = {}
+        self.vectors = vectors
+        self._cache: dict[str, tuple[np.ndarray, set[str], frozenset[str]]] = {}
+
+    def _load(self, papers: Sequence[Paper]) -> None:
+        todo = list({p.paper_id: p for p in papers if p.paper_id not in self._cache}.values())
+        for paper, vecs in zip(todo, sentence_vectors(todo, self.vectors, self.embed), strict=True):
+            words = set(stems(f"{paper.title or ''} {paper.text}"))
+            if not len(vecs):  # no sentence: the whole text, as one
+                vecs = self.embed([paper.text])
+            self._cache[paper.paper_id] = (vecs, words, frozenset(split_sentences(paper.text)))
 
     def _paper(self, paper: Paper) -> tuple[np.ndarray, set[str]]:
-        if paper.paper_id not in self._cache:
-            sentences = split_sentences(paper.text) or [paper.text]
-            words = set(stems(f"{paper.title or ''} {paper.text}"))
-            self._cache[paper.paper_id] = (self.embed(sentences), words)
-        return self._cache[paper.paper_id]
+        self._load([paper])
+        return self._cache[paper.paper_id][:2]
 
     def score_many(self, claims: list[str], papers: list[Paper]) -> list[float]:
-        """Support of claims[i] by papers[i], batched in one embedding call."""
+        """Support of claims[i] by papers[i], the claims batched in one embedding call. A claim that is one of
+        its paper's sentences word for word (a quote: every extractive answer) has cosine 1 without embedding."""
         if not claims:
             return []
-        claim_vecs = self.embed(claims)
+        self._load(papers)
+        quoted = [claim in self._cache[paper.paper_id][2] for claim, paper in zip(claims, papers, strict=True)]
+        fresh = iter(self.embed([c for c, q in zip(claims, quoted, strict=True) if not q]))
         out = []
-        for claim, vec, paper in zip(claims, claim_vecs, papers, strict=True):
+        for claim, is_quote, paper in zip(claims, quoted, papers, strict=True):
             sent_vecs, words = self._paper(paper)
-            cosine = float(np.max(sent_vecs @ vec)) if len(sent_vecs) else 0.0
+            vec = None if is_quote else next(fresh)
+            cosine = 1.0 if vec is None else float(np.max(sent_vecs @ vec)) if len(sent_vecs) else 0.0
             claim_words = stems(claim)
             coverage = sum(w in words for w in claim_words) / len(claim_words) if claim_words else 0.0
             out.append(round(max(0.0, min(1.0, 0.5 * max(cosine, 0.0) + 0.5 * coverage)), 4))

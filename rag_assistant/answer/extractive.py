@@ -13,6 +13,7 @@ The answer's shape follows the question (roles.asks_for_topic; when the words do
   70% of the leader's retrieval score whose key sentence scores at least 40% of the best one. On the dev splits
   (conference and bundled) these two cut-offs gave the best topic citation F1 of a 0-0.8 x 0.4-0.75 grid
   (benchmarks/topic_cutoffs.py).
+Sentence vectors are the index's, computed once at ingest (`SentenceVectors`); only the question is embedded.
 Deterministic: same index and question, same answer."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag_assistant.answer.citations import SentenceVectors, sentence_vectors
 from rag_assistant.answer.models import Draft
 from rag_assistant.answer.roles import BACKGROUND, METHOD, OTHER, RESULT, abstract_roles, asks_for_topic
 from rag_assistant.index.embedding import MODEL_NAME
@@ -76,8 +78,11 @@ class ExtractiveGenerator:
     mode = "extractive"
     sentence_floor = _RELATIVE_FLOOR  # a sentence must score this share of the best sentence
 
-    def __init__(self, embed: Callable[[list[str]], np.ndarray], max_sentences: int = 4) -> None:
+    def __init__(
+        self, embed: Callable[[list[str]], np.ndarray], max_sentences: int = 4, vectors: SentenceVectors | None = None
+    ) -> None:
         self.embed = embed
+        self.vectors = vectors  # the abstracts' sentence vectors (Retriever.sentence_vectors); None: embedded here
         self.max_sentences = max_sentences
         self.model = f"extractive ({MODEL_NAME} sentence ranking)"
 
@@ -87,8 +92,9 @@ class ExtractiveGenerator:
         candidates = _candidates(sources)
         if not candidates:
             return Draft("", self.model, abstained=True)
-        vectors = self.embed([question] + [c.sentence for c in candidates])
-        q_vec, s_vecs = vectors[0], vectors[1:]
+        q_vec = self.embed([question])[0]
+        per_paper = sentence_vectors([s.paper for s in sources], self.vectors, self.embed)
+        s_vecs = np.stack([per_paper[c.rank][c.position] for c in candidates])
         terms = set(stems(question))
         sentence_terms = [set(stems(c.sentence)) for c in candidates]
         idf = local_idf(sentence_terms)

@@ -5,7 +5,8 @@ relevance = mean(best chunk cosine, key-term coverage, best sentence cosine) - m
 - best chunk cosine: the topic matches;
 - key-term coverage: the largest IDF-weighted share of the question's BM25 terms that one of the top three
   abstracts contains (a rare key term the corpus lacks is a strong "not covered" signal);
-- best sentence cosine: some single statement of those abstracts says what was asked;
+- best sentence cosine: some single statement of those abstracts says what was asked (sentence vectors stored
+  at ingest, `SentenceVectors`; without them, embedded here);
 - missing-concept penalty: a near-topic question ("speech recognition for people who stutter") matches a
   paper's topic and most of its words, but one concept that carries its meaning is expressed nowhere in the
   paper. For each content word w of the question, gap(w) = centrality(w) x (1 - covered(w)), where
@@ -23,24 +24,29 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from rag_assistant.answer.citations import SentenceVectors
     from rag_assistant.retrieve import Source
 
 Embed = Callable[[list[str]], np.ndarray]
 Idf = Callable[[list[str]], dict[str, float]]  # BM25 IDF of terms over the indexed chunks (Retriever.idf)
 
 
-def relevance(question: str, sources: Sequence[Source], idf: Idf, embed: Embed) -> float:
-    """0..1; see the module docstring."""
+def relevance(
+    question: str, sources: Sequence[Source], idf: Idf, embed: Embed, vectors: SentenceVectors | None = None
+) -> float:
+    """0..1; see the module docstring. `embed` embeds the question and its words; `vectors` gives the
+    abstracts' sentence vectors."""
     if not sources:
         return 0.0
+    from rag_assistant.answer.citations import sentence_vectors
     from rag_assistant.text import split_sentences
 
     top = list(sources[:3])
     dense = max((s.dense_score for s in sources if s.dense_score is not None), default=0.0)
     per_paper = [split_sentences(source.paper.text) for source in top]
     sentences = [s for group in per_paper for s in group]
-    vectors = embed([question, *sentences])
-    q_vec, s_vecs = vectors[0], vectors[1:]
+    q_vec = embed([question])[0]
+    s_vecs = np.concatenate(sentence_vectors([s.paper for s in top], vectors, embed))
     statement = float((s_vecs @ q_vec).max()) if sentences else 0.0
     base = (max(dense, 0.0) + _coverage(question, top, idf) + max(statement, 0.0)) / 3
     penalty = _missing_concept(question, top, per_paper, q_vec, s_vecs, embed)
