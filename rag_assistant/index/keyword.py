@@ -29,7 +29,7 @@ from rag_assistant.index import keyword_segments as ks
 
 FORMAT = 2  # 1: one bm25s matrix (read as stale, so the next ingest rebuilds it)
 META = "meta.json"
-BATCH = 16_384  # chunks tokenized at a time (SEGMENT_MAX is a multiple)
+BATCH = 4_096  # chunks tokenized at a time (SEGMENT_MAX is a multiple): their words are Python strings
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default token_pattern
 
 
@@ -151,7 +151,7 @@ class _Corpus:
         """Mark these chunk ids dead wherever they live, taking them out of the statistics."""
         import numpy as np
 
-        for seg in self.segments:
+        for seg in self.segments if gone else ():
             rows = [i for i, cid in enumerate(seg.ids) if cid in gone]
             rows = [i for i in rows if not seg.dead[i]]
             if not rows:

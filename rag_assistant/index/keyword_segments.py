@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 K1, B = 1.5, 0.75  # bm25s's defaults
-SEGMENT_MAX = 262_144  # chunks: a build cuts segments this big, and no merge makes a bigger one
+SEGMENT_MAX = 131_072  # chunks: a build cuts segments this big, and no merge makes a bigger one (memory, time)
 MERGE_RATIO = 2  # the newest segment is merged into the one before it once it is at least 1/2 its size
 DEAD_SHARE = 0.25  # a segment with more removed chunks than this is rewritten without them
 _ARRAYS = ("dl", "col_ptr", "rows", "col_tf", "row_ptr", "terms", "row_tf")
@@ -98,7 +98,7 @@ def rows_from_tokens(lengths: Any, flat: Any) -> tuple[Any, Any, Any]:  # noqa: 
     keys, tf = np.unique(doc * width + flat, return_counts=True)  # sorted by document, then term
     row_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys // width, minlength=n), out=row_ptr[1:])
-    return row_ptr, (keys % width).astype(np.int32), tf
+    return row_ptr, (keys % width).astype(np.int32), tf.astype(_tf_dtype(tf))
 
 
 def merge(segments: list[Segment], n_terms: int) -> Segment:

@@ -1,0 +1,263 @@
+"""A million chunks: load, disk, search latency, memory and keyword-update cost at scale (prints numbers; not a test).
+
+Synthetic but realistic: each paper is 1-2 chunks of 4-8 sentences drawn from the ICML 2025 abstracts (so BM25
+statistics look like real abstracts), its vector a noisy copy of one of 2,000 cluster centres (384-d,
+normalised: HNSW sees clusters, as with real embeddings). Everything goes through our own code paths: the
+store's `add` in batches of 5,000, `KeywordIndex.build`, `IndexReader` and `Retriever.search` (with a fixed
+vector per question instead of the embedder). Embedded Chroma, and a Chroma server this script starts.
+
+    python benchmarks/million.py --chunks 100000 --dir /tmp/million-100k     # ~10 min on 2 cores
+    python benchmarks/million.py --chunks 1000000 --dir /tmp/million         # build ~1-2 h, then reused
+    python benchmarks/million.py --chunks 1000000 --dir /tmp/million --no-server
+
+A built dataset directory is reused (delete it to rebuild). Each measurement runs in its own process so its
+peak RSS (VmHWM) is its own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1] / "tests")]
+import _util as U  # noqa: E402
+
+DIM, CENTRES, STEP = 384, 2000, 5000
+UPDATE_PAPERS = 1000
+
+
+@lru_cache(maxsize=1)
+def _pool() -> list[str]:
+    from rag_assistant.corpus import load_corpus
+    from rag_assistant.text import split_sentences
+
+    return [s for p in load_corpus([U.LARGE_CORPUS]).papers for s in split_sentences(p.text)]
+
+
+def papers(start: int, chunks: int, prefix: str = "m") -> Iterator[tuple[str, list[str], int]]:
+    """(paper id, its chunk texts, its cluster) from paper `start` on, until `chunks` chunks; deterministic."""
+    pool, made, i = _pool(), 0, start
+    while made < chunks:
+        rng = random.Random(i)
+        n = min(1 if rng.random() < 0.7 else 2, chunks - made)
+        texts = [" ".join(rng.sample(pool, rng.randint(4, 8))) for _ in range(n)]
+        yield f"{prefix}{i:07d}", texts, rng.randrange(CENTRES)
+        made, i = made + n, i + 1
+
+
+def vectors(clusters: list[int]) -> Any:  # noqa: ANN401 - numpy array
+    import numpy as np
+
+    centres = np.random.default_rng(0).standard_normal((CENTRES, DIM), dtype=np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise = np.random.default_rng(len(clusters) + clusters[0]).standard_normal((len(clusters), DIM), dtype=np.float32)
+    out = centres[clusters] + 0.06 * noise  # cosine ~0.75 to its centre, like chunks of one topic
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def settings(root: Path, url: str | None = None) -> Any:  # noqa: ANN401 - Settings
+    from rag_assistant.config import Settings
+
+    return Settings(
+        data_dir=root / "data", chroma_url=url
+    )  # the server's files: root/server; both share the keyword index
+
+
+def load_store(root: Path, chunks: int, url: str | None) -> dict[str, Any]:
+    """The synthetic chunks into Chroma through StoreWriter.add, STEP at a time."""
+    from rag_assistant.corpus.models import Paper
+    from rag_assistant.index.state import model_signature
+    from rag_assistant.index.store import StoredChunk, open_store, paper_to_metadata
+
+    s = settings(root, url)
+    store = open_store(s)
+    batch: list[tuple[StoredChunk, int]] = []
+    start = time.perf_counter()
+    for pid, texts, cluster in papers(0, chunks):
+        paper = Paper(pid, " ".join(texts), "synthetic.jsonl", int(pid[1:]))
+        for j, text in enumerate(texts):
+            batch.append((StoredChunk(f"{pid}#{j}", pid, text, paper_to_metadata(paper, j, len(texts))), cluster))
+        if len(batch) >= STEP:
+            store.add([c for c, _ in batch], vectors([k for _, k in batch]))
+            batch = []
+    if batch:
+        store.add([c for c, _ in batch], vectors([k for _, k in batch]))
+    store.set_info({"embedding_model": model_signature(s), "revision": "million"})
+    return {"load_s": time.perf_counter() - start, "count": store.count(), "peak_rss_mb": U.peak_rss_mb()}
+
+
+def build_keyword(root: Path, chunks: int) -> dict[str, Any]:
+    from rag_assistant.index.keyword import KeywordIndex
+    from rag_assistant.index.state import keyword_dir
+
+    pairs = ((f"{pid}#{j}", t) for pid, texts, _ in papers(0, chunks) for j, t in enumerate(texts))
+    start = time.perf_counter()
+    count = KeywordIndex(keyword_dir(settings(root))).build(pairs, "million")
+    return {"build_s": time.perf_counter() - start, "count": count, "peak_rss_mb": U.peak_rss_mb()}
+
+
+def _stats(times: list[float]) -> dict[str, float]:
+    ms = [t * 1000 for t in times]
+    return {"p50_ms": U.percentile(ms, 0.5), "p95_ms": U.percentile(ms, 0.95)}
+
+
+def _timed_all(calls: list[Any]) -> dict[str, float]:
+    for call in calls[:3]:  # warm-up
+        call()
+    return _stats([U.timed(call)[0] for call in calls[3:]])
+
+
+class FixedEmbedder:
+    """A question's vector without the model: a noisy copy of a cluster centre chosen by the question."""
+
+    def embed(self, texts: list[str]) -> Any:  # noqa: ANN401 - numpy array
+        return vectors([sum(map(ord, t)) % CENTRES for t in texts])
+
+    embed_cached = embed
+
+
+def search(root: Path, chunks: int, url: str | None) -> dict[str, Any]:
+    from rag_assistant.index.reader import IndexReader
+    from rag_assistant.retrieve import Retriever
+
+    s = settings(root, url)
+    reader = IndexReader(s)
+    qs = U.queries(33)
+    qv = vectors([random.Random(i).randrange(CENTRES) for i in range(len(qs))]).tolist()
+    hidden = {f"m{i:07d}" for i in random.Random(1).sample(range(chunks // 2), 20)}
+    out: dict[str, Any] = {"count": reader.count()}
+    out["keyword_load_s"], _ = U.timed(lambda: reader.keyword)
+    out["dense"] = _timed_all([lambda v=v: reader.query(v, 50) for v in qv])
+    out["dense_exclude20"] = _timed_all([lambda v=v: reader.query(v, 50, hidden) for v in qv])
+    out["keyword"] = _timed_all([lambda q=q: reader.keyword.query(q, 50) for q in qs])
+    out["keyword_exclude20"] = _timed_all([lambda q=q: reader.keyword.query(q, 50, hidden) for q in qs])
+    retriever = Retriever(s, reader=reader, embedder=FixedEmbedder())  # type: ignore[arg-type]
+    out["hybrid_k5"] = _timed_all([lambda q=q: retriever.search(q, 5) for q in qs])
+    out["peak_rss_mb"] = U.peak_rss_mb()
+    return out
+
+
+def keyword_search(root: Path, chunks: int) -> dict[str, Any]:
+    """The keyword index alone (no store): load time, query latency, peak RSS."""
+    from rag_assistant.index.keyword import KeywordIndex
+    from rag_assistant.index.state import keyword_dir
+
+    qs = U.queries(33)
+    hidden = {f"m{i:07d}" for i in random.Random(1).sample(range(chunks // 2), 20)}
+    out: dict[str, Any] = {}
+    out["load_s"], index = U.timed(lambda: KeywordIndex(keyword_dir(settings(root))))
+    out["keyword"] = _timed_all([lambda q=q: index.query(q, 50) for q in qs])
+    out["keyword_exclude20"] = _timed_all([lambda q=q: index.query(q, 50, hidden) for q in qs])
+    out["peak_rss_mb"] = U.peak_rss_mb()
+    return out
+
+
+def keyword_update(root: Path, chunks: int) -> dict[str, Any]:
+    """+1,000 papers (~1,300 chunks) on a copy of the keyword index, then the same with 200 chunks removed."""
+    from rag_assistant.index.keyword import KeywordIndex
+    from rag_assistant.index.state import keyword_dir
+
+    copy = root / "keyword-copy"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(keyword_dir(settings(root)), copy)
+    out: dict[str, Any] = {}
+    out["open_s"], index = U.timed(lambda: KeywordIndex(copy))
+    for step, removed in enumerate((0, 200)):
+        added: list[tuple[str, str]] = []
+        for pid, texts, _ in papers(10**6 + step * UPDATE_PAPERS, 10**9, f"u{step}-"):
+            added += [(f"{pid}#{j}", t) for j, t in enumerate(texts)]
+            if len({cid.split("#")[0] for cid, _ in added}) == UPDATE_PAPERS:
+                break
+        gone = [f"m{i:07d}#0" for i in random.Random(step).sample(range(chunks // 2), removed)]
+        seconds, _ = U.timed(lambda a=added, g=gone, r=f"u{step}": index.update(a, g, r))
+        out[f"update_{len(added)}_added_{removed}_removed_s"] = seconds
+    out["segments"] = len(json.loads((copy / "meta.json").read_text())["segments"])
+    out["peak_rss_mb"] = U.peak_rss_mb()
+    shutil.rmtree(copy, ignore_errors=True)
+    return out
+
+
+def du_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20 if path.exists() else 0.0
+
+
+def worker(args: argparse.Namespace) -> None:
+    U.isolate_env()
+    root, url = Path(args.dir), args.url
+    jobs = {
+        "load": load_store,
+        "keyword": build_keyword,
+        "search": search,
+        "update": keyword_update,
+        "kwsearch": keyword_search,
+    }
+    job = jobs[args.worker]
+    result = job(root, args.chunks, url) if args.worker in ("load", "search") else job(root, args.chunks)
+    print(json.dumps(result))
+
+
+def run(args: argparse.Namespace, kind: str, url: str | None = None) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", kind, "--dir", args.dir, "--chunks", str(args.chunks)]
+    done = subprocess.run([*cmd, *(["--url", url] if url else [])], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{kind} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"{kind}{' (server)' if url else ''}: {json.dumps(result)}", flush=True)
+    return result
+
+
+def built(root: Path, name: str, args: argparse.Namespace, kind: str, url: str | None = None) -> dict[str, Any]:
+    """Run a build step once per dataset directory; later runs reuse it (and its recorded numbers)."""
+    marker = root / f"{name}.json"
+    if marker.is_file() and json.loads(marker.read_text()).get("chunks") == args.chunks:
+        return json.loads(marker.read_text())
+    result = {**run(args, kind, url), "chunks": args.chunks}
+    marker.write_text(json.dumps(result))
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--chunks", type=int, default=100_000)
+    p.add_argument("--dir", default="/tmp/million-100k", help="dataset directory, reused between runs")
+    p.add_argument("--no-server", action="store_true", help="embedded Chroma only")
+    p.add_argument("--keyword-only", action="store_true", help="the keyword index alone: no Chroma at all")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--url", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker(args)
+    from chroma_server import ChromaServer  # tests/chroma_server.py
+
+    root = Path(args.dir)
+    root.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"chunks": args.chunks, "load_avg_start": U.environment()["load_avg_1m"]}
+    report["keyword_build"] = built(root, "keyword-build", args, "keyword")
+    if args.keyword_only:
+        report["keyword_search"] = run(args, "kwsearch")
+        report["keyword_update"] = run(args, "update")
+        return print(json.dumps(report, indent=2))
+    report["load_embedded"] = built(root, "load-embedded", args, "load")
+    report["search_embedded"] = run(args, "search")
+    report["keyword_update"] = run(args, "update")
+    if not args.no_server:
+        with ChromaServer(root / "server") as server:
+            report["load_server"] = built(root, "load-server", args, "load", server.url)
+            report["search_server"] = run(args, "search", server.url)
+    parts = {"embedded chroma": "data/chroma", "keyword index": "data/keyword", "chroma server": "server"}
+    report["disk_mb"] = {name: du_mb(root / path) for name, path in parts.items()}
+    report["load_avg_end"] = U.environment()["load_avg_1m"]
+    print(json.dumps(report, indent=2))
+    (root / f"report-{time.strftime('%Y%m%d-%H%M%S')}.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
