@@ -90,3 +90,12 @@ class OutputError(RagAssistantError):
 # batch and eval stop after STOP_AFTER of one kind in a row instead of paying retries and timeouts per row.
 SYSTEMIC_REASONS = frozenset({"auth", "connect", "timeout", "not_found"})
 STOP_AFTER = 3
+
+
+def failure_streak(streak: list[str], exc: BaseException | None) -> list[str]:
+    """The systemic failures in a row once `exc` is counted (None: a success ends the streak). Any ServiceError
+    counts, the LLM's or the embedding server's: each row would pay the same retries and timeouts."""
+    reason = getattr(exc, "reason", None)
+    if reason not in SYSTEMIC_REASONS:
+        return []
+    return [*streak, reason] if streak[-1:] == [reason] else [reason]

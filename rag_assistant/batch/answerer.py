@@ -20,13 +20,12 @@ from rag_assistant.batch.journal import make_record
 from rag_assistant.config import Settings
 from rag_assistant.errors import (
     STOP_AFTER,
-    SYSTEMIC_REASONS,
     BatchStoppedError,
     ConfigError,
     IndexStoreError,
-    LLMError,
     PromptError,
     RagAssistantError,
+    failure_streak,
 )
 
 if TYPE_CHECKING:
@@ -129,10 +128,10 @@ class Answerer:
 
     def _count(self, exc: RagAssistantError | None) -> None:
         """Raise BatchStoppedError on the STOP_AFTER-th systemic failure of one kind in a row."""
-        reason = exc.reason if isinstance(exc, LLMError) and exc.reason in SYSTEMIC_REASONS else None
         with self.lock:
-            self.streak = [] if reason is None else [*self.streak, reason] if self.streak[-1:] == [reason] else [reason]
+            self.streak = failure_streak(self.streak, exc)
             stop = len(self.streak) >= STOP_AFTER
+            reason = self.streak[-1] if self.streak else None
         if stop and exc is not None:
             raise BatchStoppedError(
                 f"stopped: {STOP_AFTER} questions in a row failed alike: {self._clean(exc.message)}",

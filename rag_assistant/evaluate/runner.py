@@ -13,7 +13,7 @@ from typing import Any
 from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.answer.models import Answer
 from rag_assistant.config import Settings
-from rag_assistant.errors import STOP_AFTER, SYSTEMIC_REASONS, BatchStoppedError, RagAssistantError
+from rag_assistant.errors import STOP_AFTER, BatchStoppedError, RagAssistantError, failure_streak
 from rag_assistant.evaluate import metrics as m
 from rag_assistant.evaluate.dataset import EvalItem
 from rag_assistant.evaluate.judge import Judge, OfflineJudge
@@ -68,15 +68,12 @@ def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] |
 
 def _streak(streak: list[str], exc: RagAssistantError) -> list[str]:
     """The systemic failures in a row including `exc`; raises BatchStoppedError at STOP_AFTER of one kind."""
-    reason = getattr(exc, "reason", None)
-    if reason not in SYSTEMIC_REASONS:
-        return []
-    streak = [*streak, reason] if streak[-1:] == [reason] else [reason]
+    streak = failure_streak(streak, exc)
     if len(streak) >= STOP_AFTER:
         raise BatchStoppedError(
             f"eval stopped: {STOP_AFTER} questions in a row failed alike: {exc.message}",
             (exc.hint + "; " if exc.hint else "") + "nothing was written; rerun once it is fixed",
-            reason=str(reason),
+            reason=streak[-1],
         ) from None
     return streak
 
