@@ -21,11 +21,14 @@ def ask(
     sources: Annotated[bool, typer.Option("--sources", help="Also list every retrieved paper.")] = False,
 ) -> None:
     """Answer a question with inline [paper_id] citations, each checked against the retrieved papers."""
+    from rag_assistant.cli.warm import Warmup
+
+    settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
+    warm = Warmup.for_answers(settings)  # loads the index and the model while the chain is imported
     from rag_assistant.answer.chain import AnswerChain
     from rag_assistant.cli.render import render_answer, stream_answer
 
-    settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
-    chain = AnswerChain(settings)
+    chain = AnswerChain(settings, retriever=warm.retriever())
     stream = not as_json and chain.mode == "llm" and out().is_terminal
     if stream:
         answer = stream_answer(out(), lambda on_token: chain.ask(question, on_token=on_token))
@@ -47,8 +50,8 @@ def log(
     """Recent answers from the provenance log (question, citations, mode, timings)."""
     from datetime import datetime
 
-    from rag_assistant.cli.safe import safe
     from rag_assistant.answer.provenance import log_path, recent
+    from rag_assistant.cli.safe import safe
 
     settings = settings_from(ctx)
     rows = recent(settings.data_dir, limit, session, kind)

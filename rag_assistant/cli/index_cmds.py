@@ -90,10 +90,10 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, best first.")] = False,
 ) -> None:
     """Hybrid (dense + keyword) search, one result per paper."""
-    from rag_assistant.retrieve import Retriever
+    from rag_assistant.cli.warm import Warmup
 
     settings = settings_from(ctx, top_k=k)
-    sources = Retriever(settings).search(query, settings.top_k)
+    sources = Warmup(settings).retriever().search(query, settings.top_k)
     if as_json:
         print_json([s.as_dict() for s in sources])
         return
