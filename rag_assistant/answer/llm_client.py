@@ -7,12 +7,17 @@ Retries are ours, not LlamaIndex's (its tenacity decorator and the SDK would bot
 requests and waits): bounded exponential backoff that honours Retry-After (up to RETRY_AFTER_MAX seconds;
 a server asking for longer is reported, not waited for), on 429, 5xx, timeouts and dropped connections.
 Every failure becomes one LLMError with a `reason`, a message the user can act on, the attempts and the
-time it took, and no secret (see redact.py)."""
+time it took, and no secret (see redact.py).
+
+Importing LlamaIndex takes a new process about 3 s: a command that knows it will call an LLM starts that
+import early on a thread (`import_in_background`), and the client waits for it rather than importing
+alongside it (two threads importing llama_index at once see its modules half-initialised)."""
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +32,31 @@ _BACKOFF_CAP = 8.0
 RETRY_AFTER_MAX = 60.0
 CHARS_PER_TOKEN_MAX = 16  # a completion longer than max_tokens x this ignored max_tokens: it is cut
 _UNCLOSED_TAIL = re.compile(r"[\[(][^\[\]()\n]*$")
+_importing: list[threading.Thread] = []  # the background import of LlamaIndex, when one was started
+
+
+def import_in_background(after: Callable[[], object] | None = None) -> None:
+    """Import LlamaIndex's modules of the client on a daemon thread, once `after()` (another load it must not
+    overlap) has returned. An import error is left for the client to raise when it imports them itself."""
+
+    def load() -> None:
+        if after is not None:
+            after()
+        try:
+            import llama_index.core.llms  # noqa: F401
+            import llama_index.llms.openai_like  # noqa: F401
+        except Exception:  # noqa: BLE001, S110 - raised again, in the caller's thread, by the client's import
+            pass
+
+    thread = threading.Thread(target=load, daemon=True, name="llm-import")
+    _importing.append(thread)
+    thread.start()
+
+
+def _imported() -> None:
+    """Wait for a background import of LlamaIndex to end (a no-op when none was started)."""
+    for thread in _importing:
+        thread.join()
 
 
 @dataclass
@@ -68,6 +98,7 @@ class LLMClient:
     def llm(self) -> Any:
         """The LlamaIndex OpenAILike, built on first use (importing it is slow); it never retries itself."""
         if self._llm is None:
+            _imported()
             from llama_index.llms.openai_like import OpenAILike
 
             s = self.settings
@@ -102,6 +133,7 @@ class LLMClient:
         return self._call(system, user, on_token)
 
     def _call(self, system: str, user: str, on_token: Callable[[str], None] | None) -> Completion:
+        _imported()
         from llama_index.core.llms import ChatMessage
 
         messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]

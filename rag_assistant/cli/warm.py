@@ -48,7 +48,9 @@ class Warmup:
         self._reader = _Job(lambda: _open_reader(settings))
         self._embedder = _Job(lambda: _load_embedder(settings))
         if llm:  # after the index's imports, which share dependencies with LlamaIndex's
-            _Job(lambda: _import_llm(self._reader))
+            from rag_assistant.answer.llm_client import import_in_background
+
+            import_in_background(after=self._reader.result)
 
     @classmethod
     def for_answers(cls, settings: Settings) -> Warmup:
@@ -99,8 +101,3 @@ def _load_embedder(settings: Settings) -> Any:  # noqa: ANN401 - a BaseEmbedder
     if isinstance(embedder, Embedder):
         embedder.model  # noqa: B018 - loads the model (the ONNX session)
     return embedder
-
-
-def _import_llm(after: _Job) -> None:
-    after.result()
-    import llama_index.llms.openai_like  # noqa: F401 - a failure is the LLM client's to report
