@@ -39,6 +39,15 @@ class Segment:
     dead: Any  # bool [rows]
     dead_file: str | None = None  # the saved mask, None when no row is dead
     saved: bool = field(default=False)
+    _norm: tuple[float, Any] | None = field(default=None, repr=False)
+
+    def norm(self, avgdl: float) -> Any:  # noqa: ANN401 - numpy array
+        """k1 * (1 - b + b * dl / avgdl) of every row, float32, kept for the last avgdl asked."""
+        import numpy as np
+
+        if self._norm is None or self._norm[0] != avgdl:
+            self._norm = (avgdl, (K1 * (1 - B + B * np.asarray(self.dl, dtype=np.float64) / avgdl)).astype(np.float32))
+        return self._norm[1]
 
     @property
     def n(self) -> int:
@@ -180,15 +189,17 @@ def entry(seg: Segment) -> dict[str, Any]:
 
 def score(segments: list[Segment], weights: dict[int, float], avgdl: float) -> Any:  # noqa: ANN401 - numpy
     """BM25 of every row of `segments` (concatenated, removed rows 0) for query term ids with their weights
-    (IDF times the term's count in the query): sum of w * tf / (tf + k1 * (1 - b + b * dl / avgdl))."""
+    (IDF times the term's count in the query): sum of w * tf / (tf + k1 * (1 - b + b * dl / avgdl)), in
+    float32 like bm25s. Each segment's length norm is computed once per average length."""
     import numpy as np
 
     total = sum(seg.n for seg in segments)
-    scores = np.zeros(total, dtype=np.float64)
+    scores = np.zeros(total, dtype=np.float32)
     offset = 0
     for seg in segments:
         view = scores[offset : offset + seg.n]
         width = len(seg.col_ptr) - 1
+        norm = seg.norm(avgdl)
         for term, weight in weights.items():
             if term >= width:
                 continue
@@ -196,8 +207,8 @@ def score(segments: list[Segment], weights: dict[int, float], avgdl: float) -> A
             if start == end:
                 continue
             rows = seg.rows[start:end]
-            tf = seg.col_tf[start:end].astype(np.float64)
-            view[rows] += weight * tf / (tf + K1 * (1 - B + B * seg.dl[rows] / avgdl))
+            tf = seg.col_tf[start:end].astype(np.float32)
+            view[rows] += np.float32(weight) * tf / (tf + norm[rows])
         view[seg.dead] = 0.0
         offset += seg.n
     return scores
