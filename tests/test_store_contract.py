@@ -104,6 +104,8 @@ def test_store_contract(store: VectorStore) -> None:
     assert store.unfinished_papers(["run-1", "other"]) == set()
     assert [h.paper_id for h in store.query([0.0, 1.0, 0.1], 2)] == ["c:0", "c:0"]
     assert [h.chunk_id for h in store.query([0.0, 1.0, 0.1], 2, exclude={"c:0"})] == ["b:0#0", "a:0#0"]
+    # the excluded paper fills all of the wider first fetch: the store must still find the next paper
+    assert [h.chunk_id for h in store.query([0.0, 1.0, 0.1], 1, exclude={"c:0"})] == ["b:0#0"]
     assert store.query([0.0, 1.0, 0.1], 5, exclude={"a:0", "b:0", "c:0"}) == []
     store.add(gamma[2:], [[0.0, 1.0, 0.0]])
     assert store.unfinished_papers(["run-2"]) == set()

@@ -188,23 +188,33 @@ class ChromaStore:
         return out
 
     def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
-        """The `n` chunks nearest to `embedding`, leaving out the papers in `exclude` before ranking (filtering
-        afterwards would let one huge excluded paper fill every candidate)."""
+        """The `n` chunks nearest to `embedding`, leaving out the papers in `exclude`. Chroma's `$nin` filter is
+        slow (1.5 s instead of 70 ms at 100k chunks), so the excluded papers are first dropped from twice as many
+        neighbours; only when they fill more than half of those (one huge excluded paper) does Chroma filter."""
         total = self.collection.count()
         if total == 0:
             return []
+        if not exclude:
+            return self._nearest(embedding, min(n, total))
+        wide = min(2 * n, total)
+        hits = [h for h in self._nearest(embedding, wide) if h.paper_id not in exclude]
+        if len(hits) >= n or wide == total:
+            return hits[:n]
+        return self._nearest(embedding, min(n, total), {"paper_id": {"$nin": sorted(exclude)}})
+
+    def _nearest(self, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None) -> list[ChunkHit]:
         res = self.collection.query(
             query_embeddings=[list(map(float, embedding))],
-            n_results=min(n, total),
-            where={"paper_id": {"$nin": sorted(exclude)}} if exclude else None,
+            n_results=n,
+            where=where,
             include=["documents", "metadatas", "distances"],
         )
-        hits = []
-        for cid, doc, meta, dist in zip(
-            res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True
-        ):
-            hits.append(ChunkHit(cid, str(meta["paper_id"]), doc or "", 1.0 - float(dist), dict(meta)))
-        return hits
+        return [
+            ChunkHit(cid, str(meta["paper_id"]), doc or "", 1.0 - float(dist), dict(meta))
+            for cid, doc, meta, dist in zip(
+                res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True
+            )
+        ]
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         for start in range(0, len(chunk_ids), self.batch_size):
