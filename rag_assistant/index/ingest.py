@@ -120,7 +120,10 @@ def ingest_papers(
         report.warnings.append(warning)
     plan = _plan(papers, store, report)
     s = settings
-    embedder = get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
+
+    def embedder() -> Any:  # noqa: ANN401 - a BaseEmbedder, or a test's stand-in
+        return get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
+
     sentences = SentenceIngest(settings, chunking, embedder, token_counter(get_tokenizer(s.embedding_model)))
     try:
         if plan.todo or plan.stale:

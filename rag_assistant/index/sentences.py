@@ -227,11 +227,22 @@ class SentenceIngest:
     """Ingest's side of the sidecar: the chunk pass that also pools sentence vectors (`chunk_pass`), the
     backfill of papers without them, and deletion with removed papers."""
 
-    def __init__(self, settings: Settings, chunking: tuple[int, int], embedder: BaseEmbedder, count: Count) -> None:
+    def __init__(
+        self, settings: Settings, chunking: tuple[int, int], embedder: Callable[[], BaseEmbedder], count: Count
+    ) -> None:
         self.store = SentenceStore(sidecar_path(settings), readonly=False)
         self.sig, self.settings = signature(settings, chunking), settings
-        self.embedder, self.count, self.chunking = embedder, count, chunking
+        self._make_embedder = embedder
+        self._embedder: BaseEmbedder | None = None
+        self.count, self.chunking = count, chunking
         self.written = 0  # papers whose vectors this ingest wrote
+
+    @property
+    def embedder(self) -> BaseEmbedder:
+        """Made on first use: an ingest with nothing to compute loads no model."""
+        if self._embedder is None:
+            self._embedder = self._make_embedder()
+        return self._embedder
 
     def write(self, rows: list[tuple[Paper, Any]]) -> None:
         self.store.put(rows, self.sig)
