@@ -5,8 +5,8 @@ sentences again. The array of a paper is aligned with `text.split_sentences(pape
 How they are made is the embedder's (`BaseEmbedder.sentence_vectors`): pooled from the chunk pass on the onnx
 backends, each sentence embedded standalone otherwise. One row per (paper id, signature): the signature is the
 index's model signature, its chunking and that kind, so vectors of another model, cut or kind are never read;
-the row's digest covers the title (it prefixes every chunk) and the sentence texts, so a changed paper or a
-changed sentence splitter misses and is recomputed. Vectors are float16 (n x dim).
+the row's digest covers the title (it prefixes every chunk), the text and a fingerprint of the sentence
+splitter, so a changed paper or a changed splitter misses and is recomputed. Vectors are float16 (n x dim).
 
 Written only by ingest (`SentenceIngest`): rows of new and changed papers from the chunk pass, of unchanged
 papers that have none (a backfill: an index from before this file, or a kill), and deleted with their papers.
@@ -23,6 +23,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +66,23 @@ def usable(settings: Settings, embedder: BaseEmbedder) -> bool:
     return embedder.pools_tokens == pooled(settings)
 
 
-def digest(paper: Paper, sentences: list[str] | None = None) -> str:
-    """Changes when the title or any sentence (as split_sentences cuts them) changes."""
-    sentences = split_sentences(paper.text) if sentences is None else sentences
-    payload = json.dumps([paper.title, sentences], ensure_ascii=False)
+@lru_cache(maxsize=1)
+def splitter_fingerprint() -> str:
+    """A hash of the sentence splitter's code and patterns: changing how abstracts are cut into sentences
+    changes every digest, so stored vectors that no longer line up with the sentences are never read."""
+    import inspect
+
+    from rag_assistant import text
+
+    parts = [inspect.getsource(text.split_sentences), inspect.getsource(text.normalize_space)]
+    parts += [text._PROTECT.pattern, text._BOUNDARY.pattern]  # noqa: SLF001 - what the splitter is made of
+    return hashlib.sha1("\n".join(parts).encode("utf-8")).hexdigest()[:8]
+
+
+def digest(paper: Paper) -> str:
+    """Changes when the title (it prefixes every chunk), the text or the sentence splitter changes. Cheap: an
+    unchanged re-ingest checks every paper without splitting one."""
+    payload = json.dumps([paper.title, paper.text, splitter_fingerprint()], ensure_ascii=False)
     return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:16]
 
 
@@ -142,8 +156,7 @@ class SentenceStore:
 
         by_digest: dict[str, list[Paper]] = {}
         for paper in papers:
-            sentences = split_sentences(paper.text)
-            by_digest.setdefault(digest(paper, sentences), []).append(paper)
+            by_digest.setdefault(digest(paper), []).append(paper)
         keys = list(by_digest)
         out: dict[str, Any] = {}
         for start in range(0, len(keys), 500):
@@ -153,7 +166,7 @@ class SentenceStore:
                 rows = self._db.execute(query + f"({','.join('?' * len(part))})", (sig, *part)).fetchall()
             for dig, n, dim, blob in rows:
                 vectors = np.frombuffer(blob, dtype=np.float16).reshape(n, dim).astype(np.float32)
-                out.update((p.paper_id, vectors) for p in by_digest[dig])
+                out.update((p.paper_id, vectors) for p in by_digest[dig] if len(split_sentences(p.text)) == n)
         return out
 
     def put(self, rows: Iterable[tuple[Paper, Any]], sig: str) -> None:
