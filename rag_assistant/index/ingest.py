@@ -185,8 +185,9 @@ def _finish_sentences(
     chunks reused stored vectors, and unchanged papers of an index from before sentence vectors (a backfill,
     which encodes their chunks once more without storing them again)."""
     changed = [p.paper_id for p in plan.todo if p.paper_id in plan.states]
-    sentences.delete([*plan.stale, *changed], papers)
-    sentences.backfill(sentences.missing(papers), progress)
+    missing = sentences.missing(papers)  # their rows of an older digest (a changed splitter) go too
+    sentences.delete([*plan.stale, *changed, *(p.paper_id for p in missing)], papers)
+    sentences.backfill(missing, progress)
     report.sentence_papers = sentences.written
 
 
