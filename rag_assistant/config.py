@@ -198,7 +198,7 @@ class Settings(BaseSettings):
         4, ge=1, le=12, description="Sentences in an extractive answer (one claim each, each cited)."
     )
     abstain_threshold: float = Field(
-        0.18,
+        0.17,
         ge=0,
         le=1,
         description="Abstain when relevance (mean of the best chunk cosine, the IDF-weighted share of the "
