@@ -9,7 +9,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -76,15 +75,6 @@ class Responder:
         return f"The closest paper studies this question directly [{first}]."
 
 
-@pytest.fixture
-def batch_data(ready_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private copy of the ingested index: the chain writes its provenance log into the data dir."""
-    d = tmp_path / "ready-copy"
-    shutil.copytree(ready_data_dir, d)
-    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(d))
-    return d
-
-
 def _command(*args: str) -> list[str]:
     exe = Path(sys.executable).with_name("rag-assistant")
     return [*([str(exe)] if exe.exists() else [sys.executable, "-m", "rag_assistant"]), *args]
@@ -95,7 +85,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_llm_batch_killed_resumed_and_retried(cli, batch_data: Path, tmp_path: Path) -> None:
+def test_llm_batch_killed_resumed_and_retried(cli, own_ready: Path, tmp_path: Path) -> None:
     questions = tmp_path / "questions.txt"
     questions.write_text("# fifty questions\n\n" + "\n".join(QUESTIONS) + "\n")
     ids = [str(n) for n in range(3, 53)]  # line numbers: a comment and a blank line come first
@@ -158,7 +148,7 @@ def test_llm_batch_killed_resumed_and_retried(cli, batch_data: Path, tmp_path: P
 
     from rag_assistant.answer.provenance import recent
 
-    logged = recent(batch_data, limit=100, kind="batch")
+    logged = recent(own_ready, limit=100, kind="batch")
     assert logged and all(r["session"] == "batch:answers.jsonl" for r in logged)
 
 
