@@ -3,29 +3,25 @@ vLLM, Ollama, llama.cpp's server with --embedding) through the `openai` client, 
 
 Owns the request loop: `batch_size` texts per request, input order kept (the response's `index` decides),
 blank texts never sent (servers reject them; they get a zero vector, similar to nothing), vectors
-L2-normalised for the cosine store. Retries are bounded exponential backoff honouring Retry-After (up to
-RETRY_AFTER_MAX seconds) on 429, 5xx, timeouts and dropped connections, none on other 4xx (key, model). Every
+L2-normalised for the cosine store. Retries (retries.py: backoff honouring Retry-After) on 429, 5xx,
+timeouts and dropped connections, none on other 4xx (key, model). Every
 failure becomes one EmbeddingError without the key or URL credentials. A server that returns one vector per
 token (llama-cpp-python's server with a model that has no pooling) gets its token vectors mean-pooled, and
-one text per request: its batched token outputs are not aligned with the inputs.
-
-The retry loop mirrors answer/llm_client.py's (this layer cannot import answer/)."""
+one text per request: its batched token outputs are not aligned with the inputs."""
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from rag_assistant.config import RemoteEmbedding
 from rag_assistant.errors import EmbeddingError
 from rag_assistant.index.embedder_base import BaseEmbedder
+from rag_assistant.retries import failure_kind, retryable_status, with_retries
 
 if TYPE_CHECKING:
     import numpy as np
 
-RETRY_AFTER_MAX = 60.0  # a server asking to wait longer is reported, not waited for
-BACKOFF_FIRST, BACKOFF_CAP = 0.5, 8.0  # seconds: 0.5, 1, 2, 4, 8, 8 ...
 SIGNATURE_PREFIX = "remote:"
 
 
@@ -51,19 +47,6 @@ def shown_url(base_url: str) -> str:
 def remote_signature(remote: RemoteEmbedding) -> str:
     """The index's model signature for vectors made by this server and model: `remote:host:port/model`."""
     return f"{SIGNATURE_PREFIX}{server_address(remote.base_url)}/{remote.model}"
-
-
-def retry_after(exc: Exception) -> float | None:
-    """Seconds the server asked to wait (Retry-After / retry-after-ms headers), if any."""
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    for name, unit in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is not None:
-            try:
-                return max(0.0, float(value) * unit)
-            except ValueError:
-                continue
-    return None
 
 
 class RemoteEmbedder(BaseEmbedder):
@@ -129,22 +112,11 @@ class RemoteEmbedder(BaseEmbedder):
 
     def _request(self, texts: list[str]) -> Any:
         """The server's response for one batch, after bounded retries; EmbeddingError when it fails."""
-        started = time.perf_counter()
-        attempts = self.remote.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return self.client.embeddings.create(model=self.remote.model, input=texts, encoding_format="float")
-            except Exception as exc:
-                retryable, error = self._classify(exc)
-                wait = retry_after(exc)
-                if wait is not None and wait > RETRY_AFTER_MAX:
-                    retryable, error.message = False, f"{error.message}; it asks to retry after {wait:g}s"
-                if not retryable or attempt == attempts:
-                    took = time.perf_counter() - started
-                    error.message += f" ({attempt} attempt{'s' if attempt > 1 else ''}, {took:.1f}s in all)"
-                    raise error from None
-                time.sleep(wait if wait is not None else min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** (attempt - 1)))
-        raise AssertionError("unreachable")
+
+        def call() -> Any:
+            return self.client.embeddings.create(model=self.remote.model, input=texts, encoding_format="float")
+
+        return with_retries(call, self.remote.max_retries + 1, self._classify)
 
     def _parse(self, response: Any, expected: int) -> tuple[list[np.ndarray], bool]:
         """The vectors in input order, and whether the server sent token vectors (mean-pooled here)."""
@@ -183,23 +155,20 @@ class RemoteEmbedder(BaseEmbedder):
 
     def _classify(self, exc: Exception) -> tuple[bool, EmbeddingError]:
         """(retryable, the error to raise if not retried)."""
-        import httpx
-        import openai
-
         where = f"the embedding server at {self.url}"
-        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        kind, code = failure_kind(exc)
+        if kind == "timeout":
             hint = "raise RAG_ASSISTANT_EMBEDDING_TIMEOUT, lower RAG_ASSISTANT_EMBED_BATCH_SIZE or check the server"
             return True, self._error(
                 "timeout", f"{where} did not answer within {self.remote.timeout:g}s per request", hint
             )
-        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
-        if isinstance(cause, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        if kind == "dropped":
             return True, self._error("dropped", f"{where} closed the connection", "check the server's logs, then retry")
-        if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        if kind == "connect":
             hint = "start the server, or fix embedding_base_url (RAG_ASSISTANT_EMBEDDING_BASE_URL)"
             return True, self._error("connect", f"cannot connect to {where}", hint)
-        if isinstance(exc, openai.APIStatusError):
-            return self._classify_status(exc.status_code, where)
+        if code is not None:
+            return self._classify_status(code, where)
         return False, self._error("other", f"embedding failed: {type(exc).__name__}: {str(exc)[:200]}", "retry")
 
     def _classify_status(self, code: int, where: str) -> tuple[bool, EmbeddingError]:
@@ -212,7 +181,7 @@ class RemoteEmbedder(BaseEmbedder):
         if code == 404:
             hint = "set embedding_api_model (RAG_ASSISTANT_EMBEDDING_API_MODEL) to a model the server serves"
             return False, self._error("not_found", f"{where} has no model {model!r} or no /embeddings (HTTP 404)", hint)
-        retryable = code >= 500 or code in (408, 409)
+        retryable = retryable_status(code)
         hint = "check the server's logs" if retryable else "check embedding_api_model and the server's limits"
         return retryable, self._error("server", f"{where} failed (HTTP {code}) embedding with {model!r}", hint)
 
