@@ -56,9 +56,10 @@ def ready(ready_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def own_ready(ready_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private copy of the ingested bundled corpus, for tests that write to it (answers are logged)."""
+    """A private copy of the ingested bundled corpus, for tests that write to it (answers are logged). The answer
+    log is left behind: tests reading the shared index log their answers in it."""
     target = tmp_path / "own"
-    shutil.copytree(ready_data_dir, target)
+    shutil.copytree(ready_data_dir, target, ignore=shutil.ignore_patterns("provenance.sqlite*"))
     monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(target))
     return target
 

@@ -1,4 +1,4 @@
-"""LLM mode through the real openai client (via LlamaIndex) against a scripted server on 127.0.0.1."""
+"""LLM mode through the real openai client against a scripted server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -119,11 +119,8 @@ def test_mode_llm_without_configuration_is_a_config_error(ready: Path) -> None:
 
 
 @pytest.mark.slow
-def test_cli_ask_llm_json_logs_and_hides_key(srv: FakeLLMServer, cli, ready: Path, tmp_path: Path) -> None:
-    data = tmp_path / "own"
-    import shutil
-
-    shutil.copytree(ready, data)
+def test_cli_ask_llm_json_logs_and_hides_key(srv: FakeLLMServer, cli, own_ready: Path) -> None:
+    data = own_ready
     env = {"RAG_ASSISTANT_DATA_DIR": str(data)}
     res = cli("ask", QUESTION, "--json", env=env)
     assert res.returncode == 0, res.stderr
