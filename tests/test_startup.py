@@ -3,6 +3,7 @@ ask/search (cli/warm.py) hands over what loaded and leaves what failed to fail w
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,26 @@ def test_warmup_leaves_a_failing_store_to_fail_where_it_did(tmp_path: Path) -> N
     warm = Warmup(settings)
     with pytest.raises(StoreUnavailableError):
         warm.retriever()  # the reader failed on its thread: the Retriever opens it again, and that raises
+
+
+def test_llm_ask_imports_only_what_the_call_needs(ready: Path) -> None:
+    """A one-off LLM answer needs the `openai` client, not LlamaIndex nor the client's other API resources
+    (together ~2.7 s of imports in a new process)."""
+    from fake_llm import FakeLLMServer
+    from llm_helpers import cited_answer
+
+    code = (
+        "import sys\n"
+        "from rag_assistant.cli import app\n"
+        "try:\n"
+        "    app(['ask', 'How does ShadowKV reduce KV cache memory?', '--mode', 'llm', '--json'])\n"
+        "except SystemExit as end:\n"
+        "    assert not end.code, end.code\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('llama_index', 'openai.resources'))))\n"
+    )
+    with FakeLLMServer(default=cited_answer) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "RAG_ASSISTANT_LLM_MODEL": "fake-model"}
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert '"mode": "llm"' in proc.stdout and len(server.requests) == 1
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

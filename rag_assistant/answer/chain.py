@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
 from rag_assistant.answer.models import Answer, Draft
@@ -16,6 +16,9 @@ from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup
+
+if TYPE_CHECKING:
+    from rag_assistant.answer.llm_worker import LLMWorker
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found no answer in the retrieved abstracts."
@@ -32,7 +35,8 @@ class Generator(Protocol):
     def answer(self, question: str, sources: list[Source], on_token: Callable[[str], None] | None = None) -> Draft: ...
 
 
-def make_generator(settings: Settings, retriever: Retriever) -> Generator:
+def make_generator(settings: Settings, retriever: Retriever, worker: LLMWorker | None = None) -> Generator:
+    """The generator of the settings' mode; an LLM one sends its first request through `worker` when given."""
     mode = settings.resolved_mode()
     if mode == "llm":
         if not settings.llm_configured:
@@ -42,7 +46,11 @@ def make_generator(settings: Settings, retriever: Retriever) -> Generator:
             )
         from rag_assistant.answer.llm import LLMGenerator
 
-        return LLMGenerator(settings)
+        if worker is None:
+            return LLMGenerator(settings)
+        from rag_assistant.answer.llm_worker import WorkerClient
+
+        return LLMGenerator(settings, WorkerClient(settings, worker))
     from rag_assistant.answer.extractive import ExtractiveGenerator
 
     return ExtractiveGenerator(retriever.embedder.embed_cached, settings.answer_sentences, retriever.sentence_vectors)

@@ -1,62 +1,31 @@
 """The one LLM client: a chat completion, whole (`complete`) or streamed (`stream`), from any OpenAI-compatible
-server through LlamaIndex's OpenAILike (the `openai` client). It owns the retries, the error classification,
-token usage and finish reason, and the truncation check; the LLM generator, chat's condensing and the LLM
-judge all call it.
+server through the `openai` client. It owns the error classification, token usage and finish reason, and the
+truncation check (retries: retries.py); the LLM generator, chat's condensing and the LLM judge all call it.
 
-Retries are ours, not LlamaIndex's (its tenacity decorator and the SDK would both retry, multiplying
-requests and waits): bounded exponential backoff that honours Retry-After (up to RETRY_AFTER_MAX seconds;
-a server asking for longer is reported, not waited for), on 429, 5xx, timeouts and dropped connections.
-Every failure becomes one LLMError with a `reason`, a message the user can act on, the attempts and the
-time it took, and no secret (see redact.py).
-
-Importing LlamaIndex takes a new process about 3 s: a command that knows it will call an LLM starts that
-import early on a thread (`import_in_background`), and the client waits for it rather than importing
-alongside it (two threads importing llama_index at once see its modules half-initialised)."""
+A new process pays for what the call needs and no more: the `openai` package (~0.6 s to import here; `ask`
+has it imported by a worker process, llm_worker.py), and one POST to /chat/completions made with the
+client's documented `post` (its `chat.completions` resource would import all of `openai.resources`, another
+~0.4 s). LlamaIndex's OpenAILike, used here before, cost ~2.3 s of imports for
+the same request. Every failure becomes one LLMError with a `reason`, a message the user can act on, the
+attempts and the time it took, and no secret (see redact.py)."""
 
 from __future__ import annotations
 
 import json
 import re
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rag_assistant.answer.redact import redact_url, scrub, secrets_of
 from rag_assistant.config import Settings
-from rag_assistant.errors import LLMError
+from rag_assistant.errors import LLMError, ServiceError
+from rag_assistant.retries import failure_kind, retryable_status, with_retries
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-_BACKOFF_CAP = 8.0
-RETRY_AFTER_MAX = 60.0
 CHARS_PER_TOKEN_MAX = 16  # a completion longer than max_tokens x this ignored max_tokens: it is cut
 _UNCLOSED_TAIL = re.compile(r"[\[(][^\[\]()\n]*$")
-_importing: list[threading.Thread] = []  # the background import of LlamaIndex, when one was started
-
-
-def import_in_background(after: Callable[[], object] | None = None) -> None:
-    """Import LlamaIndex's modules of the client on a daemon thread, once `after()` (another load it must not
-    overlap) has returned. An import error is left for the client to raise when it imports them itself."""
-
-    def load() -> None:
-        if after is not None:
-            after()
-        try:
-            import llama_index.core.llms  # noqa: F401
-            import llama_index.llms.openai_like  # noqa: F401
-        except Exception:  # noqa: BLE001, S110 - raised again, in the caller's thread, by the client's import
-            pass
-
-    thread = threading.Thread(target=load, daemon=True, name="llm-import")
-    _importing.append(thread)
-    thread.start()
-
-
-def _imported() -> None:
-    """Wait for a background import of LlamaIndex to end (a no-op when none was started)."""
-    for thread in _importing:
-        thread.join()
 
 
 @dataclass
@@ -92,28 +61,22 @@ class LLMClient:
         self.settings = settings.model_copy(update=update) if update else settings
         self.model = self.settings.llm_model
         self.secrets = secrets_of(self.settings)
-        self._llm: Any = None
+        self._client: Any = None
+        self._lock = threading.Lock()
 
     @property
-    def llm(self) -> Any:
-        """The LlamaIndex OpenAILike, built on first use (importing it is slow); it never retries itself."""
-        if self._llm is None:
-            _imported()
-            from llama_index.llms.openai_like import OpenAILike
+    def client(self) -> Any:
+        """The `openai` client, built on first use; it never retries itself (ours do: retries.py)."""
+        with self._lock:  # batch answers on threads: one client (one connection pool) for all of them
+            if self._client is None:
+                from openai import OpenAI
 
-            s = self.settings
-            self._llm = OpenAILike(
-                model=s.llm_model,
-                api_base=s.llm_base_url or DEFAULT_BASE_URL,
-                api_key=s.llm_api_key.get_secret_value() if s.llm_api_key else "not-needed",
-                is_chat_model=True,
-                context_window=32768,
-                temperature=s.llm_temperature,
-                max_tokens=s.llm_max_tokens,
-                timeout=s.llm_timeout,
-                max_retries=0,
-            )
-        return self._llm
+                s = self.settings
+                key = s.llm_api_key.get_secret_value() if s.llm_api_key else "not-needed"  # local servers ignore it
+                self._client = OpenAI(
+                    base_url=s.llm_base_url or DEFAULT_BASE_URL, api_key=key, timeout=s.llm_timeout, max_retries=0
+                )
+        return self._client
 
     def where(self) -> str:
         """The server's URL as it may be shown: credentials and query values masked."""
@@ -133,37 +96,48 @@ class LLMClient:
         return self._call(system, user, on_token)
 
     def _call(self, system: str, user: str, on_token: Callable[[str], None] | None) -> Completion:
-        _imported()
-        from llama_index.core.llms import ChatMessage
+        s = self.settings
+        body = {
+            "model": s.llm_model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "temperature": s.llm_temperature,
+            "max_tokens": s.llm_max_tokens,
+            "stream": on_token is not None,
+        }
+        parts: list[str] = []
 
-        messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=user)]
-        attempts = self.settings.llm_max_retries + 1
-        started = time.perf_counter()
-        for attempt in range(attempts):
-            parts: list[str] = []
-            try:
-                if on_token is None:
-                    response = self.llm.chat(messages)
-                    return Completion(response.message.content or "", _usage(response.raw), _finish(response.raw))
-                finish = None
-                for chunk in self.llm.stream_chat(messages):
-                    finish = _finish(chunk.raw) or finish
-                    if chunk.delta:
-                        parts.append(chunk.delta)
-                        on_token(chunk.delta)
-                return Completion("".join(parts), {}, finish)
-            except Exception as exc:
-                retryable, error = self._classify(exc, streamed=sum(map(len, parts)))
-                wait = _retry_after(exc)
-                if wait is not None and wait > RETRY_AFTER_MAX:
-                    retryable = False
-                    error.message += f"; it asks to retry after {wait:g}s"
-                if not retryable or attempt == attempts - 1 or parts:
-                    elapsed = time.perf_counter() - started
-                    error.message += f" ({attempt + 1} attempt{'s' if attempt else ''}, {elapsed:.1f}s in all)"
-                    raise error from None
-                time.sleep(wait if wait is not None else min(_BACKOFF_CAP, 0.5 * 2**attempt))
-        raise AssertionError("unreachable")
+        def attempt() -> Completion:
+            parts.clear()
+            return self._request(body, parts, on_token)
+
+        def classify(exc: Exception) -> tuple[bool, ServiceError]:
+            retryable, error = self._classify(exc, streamed=sum(map(len, parts)))
+            return retryable and not parts, error
+
+        return with_retries(attempt, s.llm_max_retries + 1, classify)
+
+    def _request(self, body: dict[str, Any], parts: list[str], on_token: Callable[[str], None] | None) -> Completion:
+        """One POST to /chat/completions; streamed pieces are appended to `parts` as they arrive."""
+        from openai import Stream
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        if on_token is None:
+            response = self.client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+            if not response.choices:
+                raise ValueError("a completion without choices")
+            return Completion(response.choices[0].message.content or "", _usage(response), _finish(response))
+        finish = None
+        stream = self.client.post(
+            "/chat/completions", body=body, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
+        )
+        with stream:
+            for chunk in stream:
+                finish = _finish(chunk) or finish
+                delta = chunk.choices[0].delta.content if chunk.choices and chunk.choices[0].delta else None
+                if delta:
+                    parts.append(delta)
+                    on_token(delta)
+        return Completion("".join(parts), {}, finish)
 
     def bounded(self, text: str, finish: str | None) -> tuple[str, list[str]]:
         """Cut a completion that ignored max_tokens, and say when the answer was truncated."""
@@ -184,74 +158,62 @@ class LLMClient:
 
     def _classify(self, exc: Exception, streamed: int = 0) -> tuple[bool, LLMError]:
         """(retryable, the error to raise)."""
-        import httpx
-        import openai
-
         where, url = f"{self.model} at {self.where()}", self.where()
-        if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException):
+        kind, code = failure_kind(exc)
+        if kind == "timeout":
             return True, self.error(
                 "timeout",
                 f"the LLM ({where}) did not answer within {self.settings.llm_timeout:g}s per attempt",
                 "raise RAG_ASSISTANT_LLM_TIMEOUT or use a smaller model",
             )
-        cause = exc.__cause__ if isinstance(exc, openai.APIConnectionError) else exc
-        if isinstance(cause, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        if kind == "dropped":
             after = f" after {streamed} characters of the answer" if streamed else " before answering"
             return True, self.error(
                 "dropped",
                 f"the LLM server at {url} closed the connection{after}",
                 "the server may have crashed or restarted: check its logs, then retry",
             )
-        if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        if kind == "connect":
             return True, self.error(
                 "connect",
                 f"cannot connect to the LLM server at {url}",
                 "start the server, or fix --llm-base-url / OPENAI_BASE_URL; --mode extractive works offline",
             )
-        return self._classify_status(exc, where, url)
+        if code is not None:
+            return self._classify_status(code, where, url)
+        return self._classify_other(exc, url)
 
-    def _classify_status(self, exc: Exception, where: str, url: str) -> tuple[bool, LLMError]:
-        import openai
-
-        if isinstance(exc, openai.RateLimitError):
+    def _classify_status(self, code: int, where: str, url: str) -> tuple[bool, LLMError]:
+        if code == 429:
             return True, self.error("rate_limit", f"the LLM ({where}) is rate limiting (HTTP 429)", "wait and retry")
-        if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-            code = getattr(exc, "status_code", 401)
+        if code in (401, 403):
             return False, self.error(
                 "auth", f"the LLM server at {url} rejected the API key (HTTP {code})", "check OPENAI_API_KEY"
             )
-        if isinstance(exc, openai.NotFoundError):
+        if code == 404:
             return False, self.error(
                 "not_found",
                 f"model {self.model!r} not found at {url} (HTTP 404)",
                 "set --llm-model / RAG_ASSISTANT_LLM_MODEL to a model the server serves",
             )
-        if isinstance(exc, openai.APIStatusError):
-            retryable = exc.status_code >= 500 or exc.status_code in (408, 409)
-            return retryable, self.error(
-                "server",
-                f"the LLM server failed (HTTP {exc.status_code}) for {where}",
-                "check the server's logs; --mode extractive works offline",
-            )
-        if isinstance(exc, json.JSONDecodeError | openai.APIResponseValidationError | ValueError | KeyError):
+        return retryable_status(code), self.error(
+            "server",
+            f"the LLM server failed (HTTP {code}) for {where}",
+            "check the server's logs; --mode extractive works offline",
+        )
+
+    def _classify_other(self, exc: Exception, url: str) -> tuple[bool, LLMError]:
+        import openai
+
+        # a body that is not JSON, or JSON not shaped like a completion (the client does not validate it)
+        shape = json.JSONDecodeError | openai.APIResponseValidationError | ValueError | LookupError
+        if isinstance(exc, shape | AttributeError | TypeError):
             return False, self.error(
                 "malformed",
                 f"the LLM server at {url} sent a malformed response",
                 "check that it is OpenAI-compatible (/v1/chat/completions)",
             )
         return False, self.error("other", f"the LLM call failed: {type(exc).__name__}: {str(exc)[:200]}")
-
-
-def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    for key, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            if key in headers:
-                return max(0.0, float(headers[key]) * scale)
-        except ValueError:
-            pass
-    return None
 
 
 def _usage(raw: Any) -> dict[str, int]:

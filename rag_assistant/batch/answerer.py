@@ -5,7 +5,7 @@ Threads: in llm mode `concurrency` questions are in flight at once, all through 
 chain's CPU work (retrieval, embedding, citation checks, the provenance log) is not safe to share across
 threads -- the embedder's cache, the lazily built keyword index and the HF tokenizer ("Already borrowed")
 are not -- and would not run faster in parallel anyway, so it runs under one lock that only the LLM
-request releases. The OpenAI client under LlamaIndex's OpenAILike is thread-safe (one httpx pool)."""
+request releases. The LLM client builds one `openai` client (one httpx pool, thread-safe) for all of them."""
 
 from __future__ import annotations
 
@@ -82,8 +82,6 @@ class Answerer:
             retriever = Retriever(settings)
             generator = make_generator(settings, retriever)
             if generator.mode == "llm":
-                # Build the LlamaIndex client now, in one thread, rather than racing to build it lazily.
-                getattr(generator, "llm", None)
                 generator = _UnlockedGenerator(generator, self.lock)
             chain = AnswerChain(settings, retriever, generator)
         self.chain = chain

@@ -25,10 +25,9 @@ def ask(
 
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     warm = Warmup.for_answers(settings)  # loads the index and the model while the chain is imported
-    from rag_assistant.answer.chain import AnswerChain
     from rag_assistant.cli.render import render_answer, stream_answer
 
-    chain = AnswerChain(settings, retriever=warm.retriever())
+    chain = warm.chain()
     stream = not as_json and chain.mode == "llm" and out().is_terminal
     if stream:
         answer = stream_answer(out(), lambda on_token: chain.ask(question, on_token=on_token))
