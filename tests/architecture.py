@@ -2,8 +2,8 @@
 `python tests/architecture.py --write` regenerates the module table of docs/architecture.md from them.
 
 A module may import its own room and rooms on lower floors, never a higher floor; the rooms of the interfaces
-floor (chat, batch, evaluate) do not import each other. Every import counts, including the ones inside functions
-(heavy or optional imports are still dependencies)."""
+floor (chat, batch, evaluate, integrations) do not import each other. Every import counts, including the ones
+inside functions (heavy or optional imports are still dependencies)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,10 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("index", ["rag_assistant.index"]),
     ("retrieve", ["rag_assistant.retrieve"]),
     ("answer", ["rag_assistant.answer"]),
-    ("interfaces", ["rag_assistant.chat", "rag_assistant.batch", "rag_assistant.evaluate"]),
+    (
+        "interfaces",
+        ["rag_assistant.chat", "rag_assistant.batch", "rag_assistant.evaluate", "rag_assistant.integrations"],
+    ),
     ("cli", ["rag_assistant.cli", "rag_assistant.__main__"]),
 ]
 
