@@ -143,7 +143,7 @@ class Retriever:
 
     def search(self, query: str, k: int | None = None) -> list[Source]:
         k = k or self.settings.top_k
-        if self.reader.count() == 0:
+        if self.reader.empty():
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
         info = self.reader.checked_info()
         hidden = self.reader.hidden(info)  # half-written by an ingest that was killed or still runs

@@ -96,7 +96,7 @@ def _open_reader(settings: Settings) -> IndexReader:
 
     reader = IndexReader(settings)
     try:
-        if reader.count():
+        if not reader.empty():
             reader.keyword  # noqa: B018 - loads it
     except Exception:  # noqa: BLE001 - a search loads it again and reports the error
         pass

@@ -33,6 +33,7 @@ class IndexReader:
         self._store: StoreReader = store if store is not None else open_store(settings)
         self._keyword: KeywordSearch | None = None
         self._sentences: SentenceReader | None = None
+        self._seen_chunks = False
 
     def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
         """The `n` chunks nearest to `embedding`, papers in `exclude` left out before ranking."""
@@ -64,6 +65,14 @@ class IndexReader:
     def count(self) -> int:
         """Number of chunks."""
         return self._store.count()
+
+    def empty(self) -> bool:
+        """Whether nothing is indexed (search refuses then). Counting costs Chroma ~12 ms per 100k chunks, so an
+        index once seen holding chunks is not counted again by this reader; an empty one is, every time, so
+        an ingest run meanwhile in another terminal is seen."""
+        if not self._seen_chunks:
+            self._seen_chunks = self._store.count() > 0
+        return not self._seen_chunks
 
     def sources(self) -> dict[str, int]:
         """File name -> number of papers from it."""
