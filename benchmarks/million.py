@@ -9,6 +9,7 @@ vector per question instead of the embedder). Embedded Chroma, and a Chroma serv
     python benchmarks/million.py --chunks 100000 --dir /tmp/million-100k     # ~10 min on 2 cores
     python benchmarks/million.py --chunks 1000000 --dir /tmp/million         # build ~1-2 h, then reused
     python benchmarks/million.py --chunks 1000000 --dir /tmp/million --no-server
+    python benchmarks/million.py --chunks 1000000 --dir /tmp/million-server --server-only
 
 A built dataset directory is reused (delete it to rebuild). Each measurement runs in its own process so its
 peak RSS (VmHWM) is its own."""
@@ -230,6 +231,7 @@ def main() -> None:
     p.add_argument("--dir", default="/tmp/million-100k", help="dataset directory, reused between runs")
     p.add_argument("--no-server", action="store_true", help="embedded Chroma only")
     p.add_argument("--keyword-only", action="store_true", help="the keyword index alone: no Chroma at all")
+    p.add_argument("--server-only", action="store_true", help="a Chroma server only (no embedded Chroma)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -245,9 +247,10 @@ def main() -> None:
         report["keyword_search"] = run(args, "kwsearch")
         report["keyword_update"] = run(args, "update")
         return print(json.dumps(report, indent=2))
-    report["load_embedded"] = built(root, "load-embedded", args, "load")
-    report["search_embedded"] = run(args, "search")
-    report["keyword_update"] = run(args, "update")
+    if not args.server_only:
+        report["load_embedded"] = built(root, "load-embedded", args, "load")
+        report["search_embedded"] = run(args, "search")
+        report["keyword_update"] = run(args, "update")
     if not args.no_server:
         with ChromaServer(root / "server") as server:
             report["load_server"] = built(root, "load-server", args, "load", server.url)
