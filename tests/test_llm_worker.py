@@ -4,7 +4,10 @@ worker is gone."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from subprocess import PIPE
 
 import pytest
 from fake_llm import FakeLLMServer, reply, status
@@ -65,14 +68,13 @@ def test_a_worker_gone_before_answering_leaves_the_request_to_the_client(srv: Fa
 
 
 def test_a_worker_that_dies_mid_answer_is_a_dropped_answer(srv: FakeLLMServer) -> None:
-    srv.script(reply("A long answer that arrives in many separate pieces [1].", chunks=8))
-    client = _client(srv)
-    worker = client._worker
-    assert worker is not None
-
-    def die(_piece: str) -> None:
-        worker.proc.kill()  # the worker ends after the reader has seen part of the answer
-
+    # a stand-in worker: reads the request, sends one piece of the answer, and ends
+    code = "import sys, json; sys.stdin.readline(); print(json.dumps({'token': 'Part of an'}), flush=True)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=PIPE, stdout=PIPE, encoding="utf-8")
+    settings = Settings(llm_base_url=srv.base_url, llm_model="fake-model", llm_max_retries=0)
+    pieces: list[str] = []
     with pytest.raises(LLMError) as caught:
-        client.stream("s", "u", die)
-    assert caught.value.reason == "dropped" and "characters of the answer" in caught.value.message
+        WorkerClient(settings, LLMWorker(proc)).stream("s", "u", pieces.append)
+    assert pieces == ["Part of an"]
+    assert caught.value.reason == "dropped" and "10 characters of the answer" in caught.value.message
+    assert not srv.requests  # not asked again: the reader has seen part of an answer
