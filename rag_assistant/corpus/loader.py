@@ -80,9 +80,10 @@ def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: i
             )
         for paper in parsed.papers:
             where = _where(path, paper)
+            text_hash = paper.text_hash  # a property: computed once here
             if paper.paper_id in by_id:
                 first_path, first = by_id[paper.paper_id]
-                if first.text_hash == paper.text_hash:
+                if first.text_hash == text_hash:
                     result.warnings.append(f"{where}: duplicate of {paper.paper_id}, skipped")
                 else:
                     result.errors.append(
@@ -90,12 +91,12 @@ def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: i
                         "with a different abstract"
                     )
                 continue
-            if paper.text_hash in by_text:
-                other = by_text[paper.text_hash]
+            if text_hash in by_text:
+                other = by_text[text_hash]
                 result.warnings.append(f"{where}: same abstract as {other.paper_id}, skipped")
                 continue
             by_id[paper.paper_id] = (path, paper)
-            by_text[paper.text_hash] = paper
+            by_text[text_hash] = paper
             result.papers.append(paper)
     if result.errors and not skip_bad:
         raise CorpusError(

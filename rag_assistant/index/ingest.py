@@ -124,7 +124,7 @@ def ingest_papers(
     def embedder() -> Any:  # noqa: ANN401 - a BaseEmbedder, or a test's stand-in
         return get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
 
-    sentences = SentenceIngest(settings, chunking, embedder, token_counter(get_tokenizer(s.embedding_model)))
+    sentences = SentenceIngest(settings, chunking, embedder, _lazy_counter(s.embedding_model))
     try:
         if plan.todo or plan.stale:
             _write_changes(plan, store, info, settings, chunking, progress, report, sentences)
@@ -137,11 +137,24 @@ def ingest_papers(
     return report
 
 
+def _lazy_counter(model: str | None) -> Callable[[str], int]:
+    """Counts tokens with the model's tokenizer, loaded on first use: an unchanged re-ingest loads none."""
+    counters: list[Callable[[str], int]] = []
+
+    def count(text: str) -> int:
+        if not counters:
+            counters.append(token_counter(get_tokenizer(model)))
+        return counters[0](text)
+
+    return count
+
+
 def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Plan:
     """Compare the papers with what the store holds; counts new, changed and unchanged papers in `report`."""
     by_id = {p.paper_id: p for p in papers}
+    hashes = {p.paper_id: p.content_hash for p in papers}  # a property: computed once here
     # One query per source file finds almost every paper on a re-ingest; only the rest is looked up by id.
-    from_sources = store.source_states(sorted({p.source for p in papers}))
+    from_sources = store.source_states(sorted({p.source for p in papers}), hashes)
     states = {pid: st for pid, st in from_sources.items() if pid in by_id}
     missing = [pid for pid in by_id if pid not in states]
     if missing:
@@ -153,7 +166,7 @@ def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Pla
         if state is None:
             report.new += 1
             todo.append(paper)
-        elif state.content_hash != paper.content_hash or not state.complete:
+        elif state.content_hash != hashes[paper.paper_id] or not state.complete:
             report.changed += 1
             todo.append(paper)
         else:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Iterable, Iterator, Sequence
+import math
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,6 +17,7 @@ from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError, StoreUnavailableError
 
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
+PROOF_PAPERS = 2_000  # papers proven unchanged per ids-only query (`_proven`): bounds its size
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,9 @@ class StoreWriter(Protocol):
 
     def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]: ...
 
-    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]: ...
+    def source_states(
+        self, sources: Sequence[str], hashes: Mapping[str, str] | None = None
+    ) -> dict[str, PaperState]: ...
 
 
 class VectorStore(StoreReader, StoreWriter, Protocol):
@@ -125,7 +130,9 @@ class ChromaStore:
 
     def __init__(self, path: Path | None, collection: str, url: str | None = None) -> None:
         logging.getLogger("chromadb").setLevel(logging.ERROR)
-        import chromadb
+        from rag_assistant.index.chroma_import import import_chromadb
+
+        chromadb = import_chromadb()
         from chromadb.config import Settings as ChromaSettings
 
         settings = ChromaSettings(anonymized_telemetry=False)
@@ -242,13 +249,44 @@ class ChromaStore:
             out[paper.paper_id] = paper
         return out
 
-    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]:
-        """The state of every stored paper that came from one of these file names (one query per file)."""
-        rows: list[tuple[str, dict]] = []
+    def source_states(self, sources: Sequence[str], hashes: Mapping[str, str] | None = None) -> dict[str, PaperState]:
+        """The state of every stored paper that came from one of these file names (one query per file).
+        `hashes` (paper id -> content hash to be ingested) spares reading the metadata, slow with the whole
+        abstracts (0.5 s for 5k chunks, ids 0.03 s): papers that ids-only queries prove complete and unchanged
+        (`_proven`) are stated from their ids, the others read in full."""
+        files: dict[str, str] = {}  # chunk id -> the file it came from
         for source in dict.fromkeys(sources):
-            res = self.collection.get(where={"source": source}, include=["metadatas"])
-            rows.extend(zip(res["ids"], res["metadatas"] or [], strict=False))
-        return _states(rows)
+            files.update(dict.fromkeys(self.collection.get(where={"source": source}, include=[])["ids"], source))
+        by_paper: dict[str, list[str]] = {}
+        for cid in files:
+            by_paper.setdefault(cid.rsplit("#", 1)[0], []).append(cid)
+        known = hashes or {}
+        proven = self._proven(by_paper, known)
+        rest = [pid for pid in by_paper if pid not in proven]
+        states = _states((cid, meta) for cid, meta in self._get_where(rest, ["metadatas"]) if cid in files)
+        for pid in proven:
+            cids = by_paper[pid]
+            states[pid] = PaperState(known[pid], files[cids[0]], tuple(cids), complete=True)
+        return states
+
+    def _proven(self, by_paper: dict[str, list[str]], hashes: Mapping[str, str]) -> set[str]:
+        """The papers whose every chunk holds the paper's hash and n_chunks = its number of chunks (complete and
+        unchanged, as `_states` finds them). Chroma cannot filter (paper id, hash) pairs in bulk, so a chunk must
+        hold a hash of its paper's row and one of its column (`_grid`): only the paper itself is in both, once
+        papers sharing a hash (one record under two ids) are left to the full read."""
+        shared = {h for h, n in Counter(hashes.values()).items() if n > 1}
+        todo = [pid for pid in by_paper if pid in hashes and hashes[pid] not in shared]
+        proven: set[str] = set()
+        for start in range(0, len(todo), PROOF_PAPERS):
+            batch = todo[start : start + PROOF_PAPERS]
+            by_count: dict[int, list[str]] = {}
+            for pid in batch:
+                by_count.setdefault(len(by_paper[pid]), []).append(pid)
+            counts = _any([{"$and": [{"paper_id": {"$in": ids}}, {"n_chunks": n}]} for n, ids in by_count.items()])
+            rows, columns = _grid(batch, hashes)
+            found = set(self.collection.get(where={"$and": [rows, columns, counts]}, include=[])["ids"])
+            proven.update(pid for pid in batch if found.issuperset(by_paper[pid]))
+        return proven
 
     def unfinished_papers(self, runs: Sequence[str]) -> set[str]:
         """Papers holding a chunk written by one of these ingest runs that are not complete. Costs a read of
@@ -307,6 +345,23 @@ def _states(rows: Iterable[tuple[str, Any]]) -> dict[str, PaperState]:
             complete=len(hashes) == 1 and len(group) == int(first["n_chunks"]),
         )
     return states
+
+
+def _grid(papers: list[str], hashes: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Where clauses over the papers laid out on a square grid: a chunk's paper id and hash are both among those
+    of one row; of one column. A row and a column share one paper."""
+    side = math.isqrt(len(papers) - 1) + 1  # side * side >= len(papers)
+    rows = [papers[start : start + side] for start in range(0, len(papers), side)]
+    columns = [papers[start::side] for start in range(side)]
+    return _any([_line(ids, hashes) for ids in rows]), _any([_line(ids, hashes) for ids in columns])
+
+
+def _line(ids: list[str], hashes: Mapping[str, str]) -> dict[str, Any]:
+    return {"$and": [{"paper_id": {"$in": ids}}, {"paper_hash": {"$in": [hashes[p] for p in ids]}}]}
+
+
+def _any(clauses: list[dict[str, Any]]) -> dict[str, Any]:
+    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
 def open_store(settings: Any) -> ChromaStore:
