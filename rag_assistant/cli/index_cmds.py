@@ -50,7 +50,6 @@ def ingest(
                 "[yellow]ingest interrupted:[/] papers it did not finish stay hidden from search until you run it again"
             )
             raise
-    _spare_exit_collections()
     report = result.report
     for line in report.warnings:
         err().print(f"[yellow]warning:[/] {safe(line)}")
@@ -66,16 +65,6 @@ def ingest(
     )
     if result.loaded.errors:
         raise typer.Exit(1)
-
-
-def _spare_exit_collections() -> None:
-    """The process ends after this command: move what it holds out of the garbage collector's reach, so the
-    interpreter's collections at exit no longer walk every object chromadb made (~0.2 s of an unchanged
-    re-ingest). Objects in cycles are then freed by the OS rather than finalized, as after a kill, which the
-    index survives by design (index/pending.py); everything ingest wrote is committed by now."""
-    import gc
-
-    gc.freeze()
 
 
 @contextmanager
