@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rag_assistant.answer.chain import AnswerChain
+    from rag_assistant.answer.llm_worker import LLMWorker
     from rag_assistant.config import Settings
     from rag_assistant.index.reader import IndexReader
     from rag_assistant.retrieve import Retriever
@@ -46,7 +47,7 @@ class Warmup:
 
     def __init__(self, settings: Settings, *, llm: bool = False, render: bool = False) -> None:
         self.settings = settings
-        self._worker = None
+        self._worker: LLMWorker | None = None
         if llm:  # first: the client's imports are the longest load of all
             from rag_assistant.answer.llm_worker import LLMWorker
 
