@@ -14,7 +14,7 @@ from rag_assistant.errors import EmptyIndexError
 from rag_assistant.index.embedding import Embedder, get_embedder
 from rag_assistant.index.keyword import KeywordSearch
 from rag_assistant.index.reader import IndexReader
-from rag_assistant.index.store import ChunkHit
+from rag_assistant.index.store import ChunkHit, paper_of
 
 
 @dataclass
@@ -70,10 +70,6 @@ def _scale(cosine: dict[str, float], keyword: dict[str, float], settings: Settin
         key: w * cosine.get(key, floor) + (1 - w) * keyword.get(key, 0.0) / top
         for key in cosine.keys() | keyword.keys()
     }
-
-
-def _paper(chunk_id: str) -> str:
-    return chunk_id.rsplit("#", 1)[0]
 
 
 def fuse(dense: list[ChunkHit], lexical: list[tuple[str, float]], settings: Settings) -> dict[str, float]:
@@ -167,10 +163,10 @@ class Retriever:
             agg = aggs.setdefault(hit.paper_id, _Agg())
             agg.dense = max(agg.dense if agg.dense is not None else -1.0, hit.similarity)
         for chunk_id, score in lexical:
-            agg = aggs.setdefault(_paper(chunk_id), _Agg())
+            agg = aggs.setdefault(paper_of(chunk_id), _Agg())
             agg.keyword = max(agg.keyword or 0.0, score)
         for chunk_id, score in fuse(dense, lexical, self.settings).items():
-            agg = aggs[_paper(chunk_id)]
+            agg = aggs[paper_of(chunk_id)]
             agg.chunks[chunk_id] = score
             agg.fused = max(agg.fused, score)  # a paper ranks by its best chunk
         if self.settings.fusion == "convex" and self.settings.fuse_per == "paper":

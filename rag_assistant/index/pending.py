@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rag_assistant.index.store import StoreReader, StoreWriter
+from rag_assistant.index.store import StoreReader, StoreWriter, chunks_by_paper
 
 PENDING_KEY = "pending_runs"  # store info: comma-separated ids of ingest runs not yet settled
 DELETE_PACK = 1000  # chunk ids per delete request; one paper's chunks are never split between two
@@ -48,11 +48,8 @@ def settle(store: StoreReader, info: dict[str, Any], finished: str) -> tuple[dic
 def delete_by_paper(store: StoreWriter, chunk_ids: Sequence[str]) -> None:
     """Delete in requests that each hold whole papers: a Chroma request is applied entirely or not at all,
     so a kill never leaves part of a paper that is being removed (its chunks carry no pending run)."""
-    by_paper: dict[str, list[str]] = {}
-    for cid in chunk_ids:
-        by_paper.setdefault(cid.rsplit("#", 1)[0], []).append(cid)
     pack: list[str] = []
-    for ids in by_paper.values():
+    for ids in chunks_by_paper(chunk_ids).values():
         if pack and len(pack) + len(ids) > DELETE_PACK:
             store.delete(pack)
             pack = []

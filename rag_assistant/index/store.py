@@ -89,6 +89,19 @@ class VectorStore(StoreReader, StoreWriter, Protocol):
     """Both halves: what a backend implements (ChromaStore) and what ingest works on."""
 
 
+def paper_of(chunk_id: str) -> str:
+    """The paper id of a chunk id (`<paper id>#<chunk index>`)."""
+    return chunk_id.rsplit("#", 1)[0]
+
+
+def chunks_by_paper(chunk_ids: Iterable[str]) -> dict[str, list[str]]:
+    """Chunk ids grouped by paper id, in first-seen order."""
+    grouped: dict[str, list[str]] = {}
+    for cid in chunk_ids:
+        grouped.setdefault(paper_of(cid), []).append(cid)
+    return grouped
+
+
 def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "paper_id": paper.paper_id,
@@ -257,9 +270,7 @@ class ChromaStore:
         files: dict[str, str] = {}  # chunk id -> the file it came from
         for source in dict.fromkeys(sources):
             files.update(dict.fromkeys(self.collection.get(where={"source": source}, include=[])["ids"], source))
-        by_paper: dict[str, list[str]] = {}
-        for cid in files:
-            by_paper.setdefault(cid.rsplit("#", 1)[0], []).append(cid)
+        by_paper = chunks_by_paper(files)
         known = hashes or {}
         proven = self._proven(by_paper, known)
         rest = [pid for pid in by_paper if pid not in proven]
@@ -292,7 +303,7 @@ class ChromaStore:
         """Papers holding a chunk written by one of these ingest runs that are not complete. Costs a read of
         the metadata of every chunk those papers have (~1 s per 10k): paid only while an ingest is pending."""
         res = self.collection.get(where={RUN_KEY: {"$in": list(runs)}}, include=[])  # ids only: 10x cheaper
-        touched = sorted({cid.rsplit("#", 1)[0] for cid in res["ids"]})
+        touched = sorted({paper_of(cid) for cid in res["ids"]})
         return {pid for pid, state in self.paper_states(touched).items() if not state.complete}
 
     def iter_chunks(self) -> Iterator[tuple[str, str]]:
