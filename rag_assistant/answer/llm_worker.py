@@ -149,10 +149,9 @@ def main() -> None:
             completion = client.complete(request["system"], request["user"])
         else:
             completion = client.stream(request["system"], request["user"], on_token)
-    except LLMError as exc:
-        return _emit({"error": {"message": exc.message, "hint": exc.hint, "reason": exc.reason}})
     except Exception as exc:  # noqa: BLE001 - reported to the parent as the client would report it
-        error = client.error("other", f"the LLM call failed: {type(exc).__name__}: {str(exc)[:200]}")
+        failed = f"the LLM call failed: {type(exc).__name__}: {str(exc)[:200]}"
+        error = exc if isinstance(exc, LLMError) else client.error("other", failed)
         return _emit({"error": {"message": error.message, "hint": error.hint, "reason": error.reason}})
     _emit({"done": {"text": completion.text, "usage": completion.usage, "finish": completion.finish}})
 
