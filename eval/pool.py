@@ -37,20 +37,31 @@ def load_conference(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
 
 
-def bm25_runs(papers: list[dict], queries: dict[str, str], depth: int) -> dict[str, list[str]]:
-    import bm25s
-    import Stemmer
+class Bm25:
+    """BM25 over the conference file's abstracts, independent of rag-assistant's own keyword index."""
 
-    stemmer = Stemmer.Stemmer("english")
-    retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize([p["abstract"] for p in papers], stopwords="en", stemmer=stemmer, show_progress=False),
-                    show_progress=False)
-    out = {}
-    for name, query in queries.items():
-        tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
-        docs, scores = retriever.retrieve(tokens, k=depth, show_progress=False)
-        out[name] = [papers[int(i)]["id"] for i, s in zip(docs[0], scores[0], strict=True) if s > 0]
-    return out
+    def __init__(self, papers: list[dict]) -> None:
+        import bm25s
+        import Stemmer
+
+        self.papers, self.stemmer, self.bm25s = papers, Stemmer.Stemmer("english"), bm25s
+        tokens = bm25s.tokenize(
+            [p["abstract"] for p in papers], stopwords="en", stemmer=self.stemmer, show_progress=False
+        )
+        self.retriever = bm25s.BM25()
+        self.retriever.index(tokens, show_progress=False)
+
+    def runs(self, queries: dict[str, str], depth: int) -> dict[str, list[str]]:
+        bm25s, papers, retriever, stemmer = self.bm25s, self.papers, self.retriever, self.stemmer
+        out = {}
+        for name, query in queries.items():
+            tokens = bm25s.tokenize([query], stopwords="en", stemmer=stemmer, show_progress=False)
+            docs, scores = retriever.retrieve(tokens, k=depth, show_progress=False)
+            out[name] = [papers[int(i)]["id"] for i, s in zip(docs[0], scores[0], strict=True) if s > 0]
+        return out
+
+
+_RETRIEVERS: dict = {}
 
 
 def index_runs(data_dir: Path, queries: dict[str, str], depth: int, ids: set[str], by_text: dict[str, str]) -> dict:
@@ -66,8 +77,13 @@ def index_runs(data_dir: Path, queries: dict[str, str], depth: int, ids: set[str
         return by_text.get(norm(source.paper.text))
 
     out: dict[str, list[str]] = {}
-    dense = Retriever(load_settings(data_dir=data_dir, dense_weight=1.0, feedback_papers=0))
-    hybrid = Retriever(load_settings(data_dir=data_dir), reader=dense.reader, embedder=dense.embedder)
+    if not _RETRIEVERS:
+        dense = Retriever(load_settings(data_dir=data_dir, dense_weight=1.0, feedback_papers=0))
+        _RETRIEVERS["dense"] = dense
+        _RETRIEVERS["hybrid"] = Retriever(
+            load_settings(data_dir=data_dir), reader=dense.reader, embedder=dense.embedder
+        )
+    dense, hybrid = _RETRIEVERS["dense"], _RETRIEVERS["hybrid"]
     for name, query in queries.items():
         for run, retriever in (("dense", dense), ("hybrid", hybrid)):
             if run == "hybrid" and name.endswith("-alt"):
@@ -105,12 +121,13 @@ def main() -> int:
     only = set(filter(None, args.only.split(",")))
     topics = [t for t in topics if not only or t["id"] in only]
     args.out.mkdir(parents=True, exist_ok=True)
+    bm25 = Bm25(papers)
     for t in topics:
         queries = {"q": t["question"]}
         if t.get("rephrase"):
             queries["q-alt"] = t["rephrase"]
         runs: dict[str, list[str]] = {}
-        lexical = bm25_runs(papers, queries, args.depth)
+        lexical = bm25.runs(queries, args.depth)
         runs["bm25"] = lexical["q"]
         if "q-alt" in lexical:
             runs["bm25-alt"] = lexical["q-alt"]
