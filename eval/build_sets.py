@@ -1,0 +1,104 @@
+"""Build the judged evaluation sets from the judgment files in eval/judged/ (written by the judges, see
+eval/README.md#judged-sets):
+
+  eval/survey.jsonl    "which papers ...?" questions; gold = every pooled paper judged relevant, borderline kept
+                       apart (scored neither way); tags: survey, <area>, plain|reworded, dev|heldout
+  eval/nearmiss.jsonl  questions the conference cannot answer (near-topic: a real topic plus one constraint no
+                       paper meets; off-corpus: far from it), and the answerable twins of near-topic ones
+
+The dev/heldout split is fixed by the question id alone (sha1 of the id: 2 in 5 held out), so it was decided
+before any tuning and does not depend on what the questions say.
+
+    python eval/build_sets.py [--check]     (--check: fail if the committed sets differ from a rebuild)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+EVAL = Path(__file__).resolve().parent
+JUDGED = EVAL / "judged"
+
+
+def split(qid: str) -> str:
+    return "heldout" if int(hashlib.sha1(qid.encode()).hexdigest(), 16) % 5 < 2 else "dev"
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def survey_set() -> list[dict]:
+    out = []
+    for topics_file in sorted(JUDGED.glob("*-topics.jsonl")):
+        judgments = defaultdict(dict)
+        for j in rows(topics_file.with_name(topics_file.name.replace("-topics", "-judgments"))):
+            judgments[j["topic"]][j["paper"]] = j["label"]
+        for t in rows(topics_file):
+            labels = judgments[t["id"]]
+            gold = sorted(p for p, label in labels.items() if label == "relevant")
+            borderline = sorted(p for p, label in labels.items() if label == "borderline")
+            tags = ["survey", t.get("area", "other"), "plain" if t.get("plain", True) else "reworded", split(t["id"])]
+            out.append(
+                {
+                    "id": t["id"],
+                    "question": t["question"],
+                    "gold_papers": gold,
+                    "borderline_papers": borderline,
+                    "criterion": t["criterion"],
+                    "tags": tags,
+                }
+            )
+    return out
+
+
+def nearmiss_set() -> list[dict]:
+    out = []
+    nearmiss = JUDGED / "nearmiss.jsonl"
+    if nearmiss.exists():
+        for q in rows(nearmiss):
+            tags = ["unanswerable", q["kind"], split(q["id"])]
+            criterion = f"no paper meets: {q['constraint']}" if q.get("constraint") else "far from every paper"
+            out.append(
+                {"id": q["id"], "question": q["question"], "gold_papers": [], "criterion": criterion, "tags": tags}
+            )
+    twins = JUDGED / "twins.jsonl"
+    if twins.exists():
+        for t in rows(twins):
+            # a twin shares its near-topic question's split, so the pair is never torn across dev and heldout
+            tags = ["twin", "answerable", "complete" if t.get("complete_gold") else "partial", split(t["twin_of"])]
+            out.append({"id": t["id"], "question": t["question"], "gold_papers": t["gold_papers"], "tags": tags})
+    return out
+
+
+def write(path: Path, items: list[dict]) -> str:
+    return "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    stale = 0
+    for name, items in (("survey.jsonl", survey_set()), ("nearmiss.jsonl", nearmiss_set())):
+        text = write(EVAL / name, items)
+        if args.check:
+            if not (EVAL / name).exists() or (EVAL / name).read_text(encoding="utf-8") != text:
+                print(f"eval/{name} is not what eval/build_sets.py builds from eval/judged/")
+                stale += 1
+        else:
+            (EVAL / name).write_text(text, encoding="utf-8")
+            counts = defaultdict(int)
+            for i in items:
+                counts[next(t for t in i["tags"] if t in ("dev", "heldout"))] += 1
+            print(f"eval/{name}: {len(items)} questions ({dict(counts)})")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
