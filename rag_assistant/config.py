@@ -210,6 +210,40 @@ class Settings(BaseSettings):
         0.45, ge=0, le=1, description="A cited sentence whose support score is below this is flagged."
     )
 
+    near_miss_threshold: float = Field(
+        0.3,
+        ge=0,
+        le=1,
+        description="When no retrieved paper's match probability (answer/match.py) reaches this, the answer says "
+        "that no paper here does what was asked and lists the closest papers as near misses (far-off questions "
+        "are abstained on by abstain_threshold first); calibrated on the dev split of eval/nearmiss.jsonl.",
+    )
+
+    # -- survey answers ("which papers ...?": every paper that meets the question; docs/retrieval.md#survey-answers)
+    survey_max_papers: int = Field(
+        50, ge=1, le=500, description="Most papers a survey answer lists; the answer says so when more qualify."
+    )
+    survey_candidates: int = Field(
+        150, ge=10, le=2000, description="Papers a survey question's ranking examines (each judged by match.py)."
+    )
+    survey_depth: int = Field(
+        300, ge=50, le=5000, description="Chunks fetched from each retriever (dense and keyword) for a survey question."
+    )
+    survey_include: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="A paper joins a survey answer when its match probability (answer/match.py) is at least this; "
+        "calibrated on the dev split of the judged survey set.",
+    )
+    survey_possible: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Papers with a match probability between this and survey_include are listed apart as "
+        "'possibly related', never mixed into the answer.",
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,

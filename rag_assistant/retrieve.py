@@ -4,7 +4,7 @@ of it (papers by id, keyword statistics), so nothing above reaches the store."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,44 @@ def fuse_papers(aggs: dict[str, _Agg], settings: Settings) -> dict[str, float]:
     return _scale(cosine, keyword, settings)
 
 
+SURVEY_FEEDBACK = 5  # papers whose vectors and words expand a survey question
+SURVEY_TERMS = 10  # words added to a survey question's second keyword pass
+
+
+def expansion_terms(texts: Sequence[str], idf: Callable[[list[str]], dict[str, float]], n: int) -> list[str]:
+    """The n keyword terms that best characterise these texts: frequency in each (as a share of its length)
+    times IDF, summed over the texts (RM3's term weights with uniform document weights)."""
+    from rag_assistant.index.keyword import tokenize
+
+    docs = tokenize(list(texts))
+    weights = idf(sorted({t for doc in docs for t in doc}))
+    score: dict[str, float] = {}
+    for doc in docs:
+        for term in set(doc):
+            score[term] = score.get(term, 0.0) + doc.count(term) / len(doc) * weights.get(term, 0.0)
+    return sorted(score, key=lambda t: (-score[t], t))[:n]
+
+
+def _best_hits(hits: list[ChunkHit]) -> list[ChunkHit]:
+    """One hit per chunk, the most similar, best first."""
+    best: dict[str, ChunkHit] = {}
+    for hit in hits:
+        if hit.chunk_id not in best or hit.similarity > best[hit.chunk_id].similarity:
+            best[hit.chunk_id] = hit
+    return sorted(best.values(), key=lambda h: -h.similarity)
+
+
+def _best_scores(*lists: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Keyword lists merged: each scaled to its best score (queries of different lengths score on different
+    scales), a chunk keeping its best."""
+    best: dict[str, float] = {}
+    for items in lists:
+        top = max((score for _, score in items), default=1.0) or 1.0
+        for chunk_id, score in items:
+            best[chunk_id] = max(best.get(chunk_id, 0.0), score / top)
+    return sorted(best.items(), key=lambda item: -item[1])
+
+
 class Retriever:
     """Searches the index the settings describe; `reader` and `embedder` let callers share loaded ones."""
 
@@ -137,20 +175,23 @@ class Retriever:
         """Number of indexed chunks (0: nothing ingested yet)."""
         return self.reader.count()
 
-    def search(self, query: str, k: int | None = None) -> list[Source]:
+    def search(self, query: str, k: int | None = None, depth: int | None = None) -> list[Source]:
+        """The k best papers; `depth` chunks are fetched from each retriever (default: `candidates`, or 4k)."""
         k = k or self.settings.top_k
         if self.reader.empty():
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
         info = self.reader.checked_info()
         hidden = self.reader.hidden(info)  # half-written by an ingest that was killed or still runs
-        n = max(self.settings.candidates, 4 * k)
+        n = depth or max(self.settings.candidates, 4 * k)
         vector = self.embedder.embed_cached([query])[0]  # answering embeds the question again: cached
         dense = self.reader.query(vector.tolist(), n, exclude=hidden)
         lexical = self.keyword.query(query, n, exclude=hidden)
         aggs = self._rank(dense, lexical)
         if self.settings.feedback_papers:
             first = {pid: agg.dense for pid, agg in aggs.items()}
-            dense = self._feedback(vector, dense, aggs, n, hidden)
+            dense = self._feedback(
+                vector, dense, aggs, n, hidden, self.settings.feedback_papers, self.settings.feedback_weight
+            )
             aggs = self._rank(dense, lexical)
             for pid, agg in aggs.items():  # dense_score stays the question's own cosine (abstention reads it)
                 agg.dense = first.get(pid)
@@ -174,14 +215,44 @@ class Retriever:
                 aggs[pid].fused = score
         return aggs
 
+    def survey(self, query: str, n: int, depth: int) -> list[Source]:
+        """The n best papers for a question after every paper on a topic ("which papers ...?"): the hybrid pass
+        to `depth` chunks, then a second dense pass with the question moved halfway to the best chunks of the
+        top SURVEY_FEEDBACK papers (Rocchio) and a second keyword pass with the question plus the words that
+        most distinguish those papers (RM3-like), each list merged into its kind before fusion. Papers written in
+        other words than the question's are found through the words and vectors of the ones that were not."""
+        if self.reader.empty():
+            raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
+        hidden = self.reader.hidden(self.reader.checked_info())
+        vector = self.embedder.embed_cached([query])[0]
+        dense = self.reader.query(vector.tolist(), depth, exclude=hidden)
+        lexical = self.keyword.query(query, depth, exclude=hidden)
+        aggs = self._rank(dense, lexical)
+        first = {pid: agg.dense for pid, agg in aggs.items()}
+        top = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))[:SURVEY_FEEDBACK]
+        dense2 = self._feedback(vector, dense, aggs, depth, hidden, SURVEY_FEEDBACK, 0.5)
+        words = expansion_terms([p.text for p in self.reader.papers(top).values()], self.idf, SURVEY_TERMS)
+        lexical2 = self.keyword.query(f"{query} {' '.join(words)}", depth, exclude=hidden)
+        aggs = self._rank(_best_hits(dense + dense2), _best_scores(lexical, lexical2))
+        for pid, agg in aggs.items():  # the question's own cosine where the first pass saw the paper
+            agg.dense = first.get(pid, agg.dense)
+        return self._sources(aggs, dense + dense2, n)
+
     def _feedback(
-        self, vector: Any, dense: list[ChunkHit], aggs: dict[str, _Agg], n: int, hidden: Collection[str]
-    ) -> list[ChunkHit]:  # noqa: ANN401 - numpy vector
+        self,
+        vector: Any,  # noqa: ANN401 - numpy vector
+        dense: list[ChunkHit],
+        aggs: dict[str, _Agg],
+        n: int,
+        hidden: Collection[str],
+        papers: int,
+        beta: float,
+    ) -> list[ChunkHit]:
         """Dense pseudo-relevance feedback (Rocchio): search again with the question's vector moved towards
         the best chunks of the first ranking's top papers, which finds more papers on the same topic."""
         import numpy as np
 
-        top = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))[: self.settings.feedback_papers]
+        top = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))[:papers]
         best: dict[str, ChunkHit] = {}
         for hit in dense:  # best first
             if hit.paper_id in top and hit.paper_id not in best:
@@ -190,7 +261,6 @@ class Retriever:
         if not vectors:
             return dense
         centroid = np.mean([np.asarray(v) for v in vectors.values()], axis=0)
-        beta = self.settings.feedback_weight
         moved = (1 - beta) * vector / np.linalg.norm(vector) + beta * centroid / np.linalg.norm(centroid)
         return self.reader.query((moved / np.linalg.norm(moved)).tolist(), n, exclude=hidden)
 

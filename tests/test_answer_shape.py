@@ -58,13 +58,16 @@ def test_question_about_one_paper_is_answered_from_it_with_method_and_result(cli
     assert "With the widespread deployment" not in answer["answer"]  # not the motivation
 
 
-def test_topic_question_gets_one_cited_line_per_paper(cli, own_ready) -> None:
+def test_survey_question_gets_the_count_then_one_cited_line_per_paper(cli, own_ready) -> None:
     result = cli("ask", "Which papers study jailbreak attacks on language models?", "--json")
     answer = json.loads(result.stdout)
-    lines = [line for line in answer["answer"].split("\n") if line.strip()]
-    assert len(lines) >= 2 and all(line.startswith("- ") for line in lines), answer["answer"]
+    assert answer["plan"]["kind"] == "survey"
+    count, *lines = [line for line in answer["answer"].split("\n") if line.strip()]
+    listed = answer["survey"]["papers"]
+    assert count == f"{len(listed)} papers match this question." and len(listed) >= 2, answer["answer"]
+    assert all(line.startswith("- ") for line in lines), answer["answer"]
     cited = [c for s in answer["sentences"] for c in s["citations"]]
-    assert len(cited) == len(lines) == len(set(cited))  # one paper per line, each once
+    assert cited == listed and len(lines) == len(set(cited))  # one paper per line, each once, best first
     plain = cli("ask", "Which papers study jailbreak attacks on language models?")
     assert plain.stdout.count("\n- ") + plain.stdout.startswith("- ") == len(lines)  # whole lines in a pipe
 

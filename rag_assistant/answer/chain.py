@@ -14,10 +14,12 @@ from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError
+from rag_assistant.plan import Plan, plan_question
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup
 
 if TYPE_CHECKING:
+    from rag_assistant.answer.analysis import PaperView, QuestionView
     from rag_assistant.answer.llm_worker import LLMWorker
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
@@ -33,6 +35,12 @@ class Generator(Protocol):
     model: str
 
     def answer(self, question: str, sources: list[Source], on_token: Callable[[str], None] | None = None) -> Draft: ...
+
+    def survey(
+        self, question: QuestionView, papers: list[PaperView], on_token: Callable[[str], None] | None = None
+    ) -> Draft:
+        """A survey answer: one cited paragraph per paper (a line: "- ... [id]."), in the given order."""
+        ...
 
 
 def make_generator(settings: Settings, retriever: Retriever, worker: LLMWorker | None = None) -> Generator:
@@ -103,29 +111,31 @@ class AnswerChain:
         if retrieval_query and retrieval_query != question:
             answer.condensed_question = retrieval_query
         query = retrieval_query or question
+        plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
+        answer.plan = plan.as_dict()
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
-            sources = self.retriever.search(query, k)
-        answer.sources = [s.as_dict() for s in sources]
+            sources = self._retrieve(query, plan, k)
+        answer.sources = [s.as_dict() for s in sources[: plan.max_papers if plan.survey else len(sources)]]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
         answer.relevance = self.relevance(query, sources)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
+        elif pinned:
+            self._generate(answer, query, sources, on_token)
         else:
-            t = time.perf_counter()
-            draft = self.generator.answer(query, sources, on_token=on_token)
-            answer.timings["generate"] = round(time.perf_counter() - t, 4)
-            answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
-            answer.warnings += draft.warnings
-            if draft.abstained:
-                answer.abstained = True
-                answer.answer = ABSTAIN_TEXT if not draft.text else draft.text
+            from rag_assistant.answer import shapes
+
+            judged = shapes.judge(self, query, sources, k or self.settings.top_k, plan.survey)
+            answer.timings["judge"] = judged.seconds
+            if judged.near_miss(self.settings.near_miss_threshold):
+                shapes.near_miss_answer(self, answer, judged)
+            elif plan.survey:
+                shapes.survey_answer(self, answer, judged, plan, on_token)
             else:
-                t = time.perf_counter()
-                self._verify(answer, draft, [s.paper for s in sources])
-                answer.timings["verify"] = round(time.perf_counter() - t, 4)
+                self._generate(answer, query, sources, on_token)
         answer.warnings[:0] = notes
         answer.timings["total"] = round(time.perf_counter() - started, 4)
         if self.log:
@@ -134,7 +144,32 @@ class AnswerChain:
             record(self.settings.data_dir, answer, kind=kind, session=session)
         return answer
 
-    def _verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None:
+    def _retrieve(self, query: str, plan: Plan, k: int | None) -> list[Source]:
+        if plan.survey:  # deeper: every paper that meets the question, not the top k
+            return self.retriever.survey(query, self.settings.survey_candidates, self.settings.survey_depth)
+        return self.retriever.search(query, k)
+
+    def _generate(
+        self, answer: Answer, query: str, sources: list[Source], on_token: Callable[[str], None] | None
+    ) -> None:
+        t = time.perf_counter()
+        draft = self.generator.answer(query, sources, on_token=on_token)
+        self.take_draft(answer, draft, t)
+        if draft.abstained:
+            answer.abstained = True
+            answer.answer = ABSTAIN_TEXT if not draft.text else draft.text
+            return
+        t = time.perf_counter()
+        self.verify(answer, draft, [s.paper for s in sources])
+        answer.timings["verify"] = round(time.perf_counter() - t, 4)
+
+    @staticmethod
+    def take_draft(answer: Answer, draft: Draft, started: float) -> None:
+        answer.timings["generate"] = round(time.perf_counter() - started, 4)
+        answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
+        answer.warnings += draft.warnings
+
+    def verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None:
         """Verify everything the generator wrote; abstention is decided here, on the whole answer: no valid
         citation at all and nothing but the not-found phrase. Anything else is shown verified, with warnings."""
         scorer = SupportScorer(self.retriever.embedder.embed_cached, self.retriever.sentence_vectors)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rag_assistant.answer.analysis import PaperView, QuestionView
 from rag_assistant.answer.citations import SentenceVectors, sentence_vectors
 from rag_assistant.answer.models import Draft
 from rag_assistant.answer.roles import BACKGROUND, METHOD, OTHER, RESULT, abstract_roles, asks_for_topic
@@ -84,7 +85,11 @@ class ExtractiveGenerator:
         self.embed = embed
         self.vectors = vectors  # the abstracts' sentence vectors (Retriever.sentence_vectors); None: embedded here
         self.max_sentences = max_sentences
-        self.model = f"extractive ({MODEL_NAME} sentence ranking)"
+        self.model = self.describe()
+
+    @staticmethod
+    def describe() -> str:
+        return f"extractive ({MODEL_NAME} sentence ranking)"
 
     def answer(self, question: str, sources: Sequence[Source], on_token: Callable[[str], None] | None = None) -> Draft:
         """The quoted answer. on_token is not called: the answer exists only whole, once every candidate
@@ -115,6 +120,12 @@ class ExtractiveGenerator:
             chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id)
             text = " ".join(cite(candidates[i].sentence, candidates[i].paper_id) for i in chosen)
         return Draft(text, self.model)
+
+    def survey(
+        self, question: QuestionView, papers: Sequence[PaperView], on_token: Callable[[str], None] | None = None
+    ) -> Draft:
+        lines = survey_lines(question, papers)
+        return Draft("\n\n".join("- " + lines[p.paper_id] for p in papers if p.paper_id in lines), self.model)
 
     def _one_paper(
         self, candidates: list[_Candidate], relevance: np.ndarray, s_vecs: np.ndarray, paper_id: str
@@ -185,3 +196,30 @@ def _wants_several(question: str, sources: Sequence[Source]) -> bool:
     if topic is not None:
         return topic
     return len(sources) > 1 and sources[1].score >= _AMBIGUOUS_RATIO * sources[0].score
+
+
+def key_sentence(question: QuestionView, paper: PaperView) -> str | None:
+    """The sentence that best says what the paper does about the question: its most relevant method or result
+    sentence (background only when it has nothing else; never code or data availability)."""
+    usable = [i for i, s in enumerate(paper.sentences) if len(s.split()) >= _MIN_WORDS and paper.roles[i] != OTHER]
+    if not usable or not len(paper.vectors):
+        return None
+    terms = set(question.word_stems)
+    cosine = paper.vectors @ question.vector
+
+    def score(i: int) -> float:
+        words = set(stems(paper.sentences[i]))
+        share = len(terms & words) / len(terms) if terms else 0.0
+        return 0.7 * float(cosine[i]) + 0.3 * share + _ROLE_BONUS[paper.roles[i]]
+
+    return paper.sentences[max(usable, key=score)]
+
+
+def survey_lines(question: QuestionView, papers: Sequence[PaperView]) -> dict[str, str]:
+    """Paper id -> its cited line in a survey answer."""
+    lines = {}
+    for view in papers:
+        sentence = key_sentence(question, view)
+        if sentence is not None:
+            lines[view.paper_id] = cite(sentence, view.paper_id)
+    return lines

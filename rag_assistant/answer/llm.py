@@ -5,6 +5,7 @@ citations only once they resolve (refs.CitationStream)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rag_assistant.answer.citations import NOT_FOUND
 from rag_assistant.answer.llm_client import LLMClient
@@ -13,6 +14,11 @@ from rag_assistant.answer.prompts import load_prompt
 from rag_assistant.answer.refs import CitationStream, Resolver
 from rag_assistant.config import Settings
 from rag_assistant.retrieve import Source
+
+if TYPE_CHECKING:
+    from rag_assistant.answer.analysis import PaperView, QuestionView
+
+SURVEY_BATCH = 10  # papers per request: ~10 abstracts fit a 4k-token context, and one line each fits llm_max_tokens
 
 
 def source_labels(sources: Sequence[Source], numbered: bool) -> dict[str, str]:
@@ -40,6 +46,8 @@ class LLMGenerator:
         self.system = load_prompt("answer_system")
         self.user = load_prompt("answer_user")
         self.prompt_version = f"{self.system.version}+{self.user.version}"
+        self.survey_system = load_prompt("survey_system")
+        self.survey_user = load_prompt("survey_user")
 
     def answer(self, question: str, sources: Sequence[Source], on_token: Callable[[str], None] | None = None) -> Draft:
         """The model's answer; streamed through on_token when given, with every citation held back until it
@@ -62,3 +70,37 @@ class LLMGenerator:
             )
         text, warnings = self.client.bounded(text, completion.finish)
         return Draft(text, self.model, self.prompt_version, completion.usage, labels=labels, warnings=warnings)
+
+    def survey(
+        self, question: QuestionView, papers: Sequence[PaperView], on_token: Callable[[str], None] | None = None
+    ) -> Draft:
+        """One line per paper, written by the model in batches of SURVEY_BATCH papers (a short context window
+        holds them), labelled [1]..[n] across batches so every label is unique; the chain then checks that
+        every paper was cited or says which were left out."""
+        sources = [p.source for p in papers]
+        labels = source_labels(sources, self.numbered_labels)
+        label_of = {pid: label for label, pid in labels.items()}
+        system = self.survey_system.format(example="[1]" if self.numbered_labels else f"[{sources[0].paper_id}]")
+        texts, warnings, usage = [], [], {}
+        resolver = Resolver([s.paper_id for s in sources], labels)
+        for start in range(0, len(sources), SURVEY_BATCH):
+            batch = sources[start : start + SURVEY_BATCH]
+            user = self.survey_user.format(
+                question=question.text,
+                count=str(len(batch)),
+                sources=format_sources(batch, {label_of[s.paper_id]: s.paper_id for s in batch}),
+            )
+            if on_token is None:
+                completion = self.client.complete(system, user)
+            else:
+                completion = self.client.stream(system, user, CitationStream(on_token, resolver))
+                on_token("\n\n")
+            text, notes = self.client.bounded(completion.text.strip(), completion.finish)
+            texts.append(text)
+            warnings += notes
+            for key, value in completion.usage.items():
+                usage[key] = usage.get(key, 0) + value
+        version = f"{self.survey_system.version}+{self.survey_user.version}"
+        # one paragraph per line, so that each is verified and placed in its group on its own
+        lines = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
+        return Draft("\n\n".join(lines), self.model, version, usage, labels=labels, warnings=warnings)

@@ -42,6 +42,9 @@ class Answer:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     usage: dict[str, int] = field(default_factory=dict)  # LLM tokens when the server reports them
     condensed_question: str | None = None  # chat: the standalone question actually retrieved for
+    plan: dict[str, Any] = field(default_factory=dict)  # what the question asks (plan.py): kind, max_papers
+    survey: dict[str, Any] | None = None  # survey answers: the papers listed, possibly related, groups (survey.py)
+    near_miss: dict[str, Any] | None = None  # no paper does what was asked: what is missing, the closest papers
     error: str | None = None  # batch/eval: set when the chain failed for this question
 
     def as_dict(self) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from rag_assistant.errors import PromptError
 EXPECTED: dict[str, frozenset[str]] = {
     "answer_system": frozenset({"not_found", "example"}),
     "answer_user": frozenset({"question", "sources"}),
+    "survey_system": frozenset({"example"}),
+    "survey_user": frozenset({"question", "count", "sources"}),
     "condense": frozenset({"history", "question"}),
     "judge_support": frozenset({"sentence", "abstract"}),
 }

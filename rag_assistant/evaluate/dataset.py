@@ -9,7 +9,7 @@ from typing import Any
 
 from rag_assistant.errors import RagAssistantError
 
-_KNOWN = {"id", "question", "gold_papers", "gold_answer", "key_points", "tags"}
+_KNOWN = {"id", "question", "gold_papers", "borderline_papers", "criterion", "gold_answer", "key_points", "tags"}
 
 
 class DatasetError(RagAssistantError):
@@ -23,6 +23,8 @@ class EvalItem:
     id: str
     question: str
     gold_papers: tuple[str, ...] = ()
+    borderline_papers: tuple[str, ...] = ()  # arguable papers: counted neither right nor wrong
+    criterion: str | None = None  # the written rule the gold papers were judged by
     gold_answer: str | None = None
     key_points: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
@@ -50,9 +52,9 @@ def parse_item(row: Any, line: int) -> EvalItem:
             raise ValueError(f"{key!r} is required and must be a non-empty string")
     if "gold_papers" not in row:
         raise ValueError("'gold_papers' is required (use [] for a question the corpus cannot answer)")
-    gold_answer = row.get("gold_answer")
-    if gold_answer is not None and not isinstance(gold_answer, str):
-        raise ValueError("'gold_answer' must be a string")
+    for key in ("gold_answer", "criterion"):
+        if row.get(key) is not None and not isinstance(row[key], str):
+            raise ValueError(f"{key!r} must be a string")
     unknown = sorted(set(row) - _KNOWN)
     if unknown:
         raise ValueError(f"unknown field(s) {unknown}; allowed: {sorted(_KNOWN)}")
@@ -60,7 +62,9 @@ def parse_item(row: Any, line: int) -> EvalItem:
         id=row["id"].strip(),
         question=row["question"].strip(),
         gold_papers=_strings(row, "gold_papers"),
-        gold_answer=gold_answer,
+        borderline_papers=_strings(row, "borderline_papers"),
+        criterion=row.get("criterion"),
+        gold_answer=row.get("gold_answer"),
         key_points=_strings(row, "key_points"),
         tags=_strings(row, "tags"),
         line=line,

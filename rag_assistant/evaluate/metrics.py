@@ -120,17 +120,23 @@ def cited_sentence_share(sentences: Sequence[Judged]) -> float | None:
 
 
 def citation_prf(
-    cited: Sequence[str], gold: Sequence[str], duplicates: Mapping[str, Sequence[str]] | None = None
+    cited: Sequence[str],
+    gold: Sequence[str],
+    duplicates: Mapping[str, Sequence[str]] | None = None,
+    borderline: Sequence[str] = (),
+    prefix: str = "citation",
 ) -> Metrics:
-    """Precision, recall and F1 of the distinct cited papers against the gold papers. No gold papers: all
-    None (the question is scored by abstention). No citations: all 0."""
-    names = ("citation_precision", "citation_recall", "citation_f1")
+    """Precision, recall and F1 of the distinct cited papers against the gold papers; a cited borderline paper
+    (arguable, see eval/README.md) counts neither way. No gold papers: all None (the question is scored by
+    abstention). No citations: all 0."""
+    names = (f"{prefix}_precision", f"{prefix}_recall", f"{prefix}_f1")
     gold = list(dict.fromkeys(gold))
     if not gold:
         return dict.fromkeys(names)
-    papers = list(dict.fromkeys(cited))
-    if not papers:
-        return dict.fromkeys(names, 0.0)
+    arguable = set(borderline)
+    papers = [p for p in dict.fromkeys(cited) if not ({p, *(duplicates or {}).get(p, ())} & arguable)]
+    if not papers:  # nothing cited: 0; only borderline papers cited: nothing right or wrong, nothing found
+        return dict.fromkeys(names, 0.0) if not cited else dict(zip(names, (None, 0.0, 0.0), strict=True))
     used: set[str] = set()
     hits = 0
     for pid in papers:
@@ -140,6 +146,25 @@ def citation_prf(
             hits += 1
     p, r = hits / len(papers), len(used) / len(gold)
     return dict(zip(names, (p, r, 2 * p * r / (p + r) if p + r else 0.0), strict=True))
+
+
+def survey_metrics(
+    cited: Sequence[str], survey: Mapping[str, Any] | None, gold: Sequence[str], borderline: Sequence[str]
+) -> Metrics:
+    """A survey question's own scores: cited precision and recall as citation_prf (borderline papers counted
+    neither way), how many papers the answer cites, and the recall of the answer's ranking at 20 (every
+    candidate by match probability; 0 when the question was not answered as a survey)."""
+    duplicates = dict((survey or {}).get("duplicates") or {})
+    out = citation_prf(cited, gold, duplicates, borderline, prefix="survey")
+    out.pop("survey_f1")
+    out["survey_cited"] = float(len(set(cited)))
+    used: set[str] = set()
+    for pid in list((survey or {}).get("ranking") or [])[:20]:
+        g = match_gold(pid, duplicates.get(pid, ()), gold, used)
+        if g is not None:
+            used.add(g)
+    out["survey_recall@20"] = len(used) / len(set(gold)) if gold else None
+    return out
 
 
 # -- support (ALCE-style)

@@ -43,6 +43,10 @@ class RecordingRetriever(Retriever):
         self.last = super().search(query, max(k, self.depth))
         return self.last[:k]
 
+    def survey(self, query: str, n: int, depth: int) -> list[Source]:
+        self.last = super().survey(query, n, depth)
+        return self.last
+
 
 def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] | None, threshold: float) -> m.Metrics:
     """Every per-question metric except the retrieval ones (computed for all questions at once)."""
@@ -53,13 +57,15 @@ def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] |
     out["latency_s"] = answer.timings.get("total")
     if answer.usage:
         out["tokens"] = float(answer.usage.get("total_tokens", 0))
+    if "survey" in item.tags and item.answerable:  # an abstained survey found none of its papers
+        out.update(m.survey_metrics(answer.citations, answer.survey, item.gold_papers, item.borderline_papers))
     if answer.abstained:
         return out
     # the judge failed: validity and sentence share need no judge, support is left undefined
     sentences = judged if judged is not None else OfflineJudge(threshold).judge(answer)
     duplicates = {s["paper_id"]: s.get("duplicates") or [] for s in answer.sources}
     out["citation_validity"] = m.citation_validity(sentences)
-    out.update(m.citation_prf(answer.citations, item.gold_papers, duplicates))
+    out.update(m.citation_prf(answer.citations, item.gold_papers, duplicates, item.borderline_papers))
     out["cited_sentence_share"] = m.cited_sentence_share(sentences)
     if judged is not None:
         out.update(m.support_metrics(judged, threshold))
@@ -98,7 +104,11 @@ def _answer_one(
             judged = judge.judge(answer)
         except RagAssistantError as exc:
             judge_error = str(exc)
-    result = record(item, answer, ranking(retriever.last), judged)
+    ranked = ranking(retriever.last)
+    if answer is not None and answer.survey:  # a survey's ranking is its own: every candidate by match probability
+        by_id = {r["paper_id"]: r for r in ranked}
+        ranked = [{**by_id[p], "rank": i} for i, p in enumerate(answer.survey["ranking"], start=1) if p in by_id]
+    result = record(item, answer, ranked, judged)
     result.update(
         error=None if error is None else str(error), judge_error=judge_error, judge_s=round(time.perf_counter() - t, 4)
     )

@@ -1,0 +1,123 @@
+"""One analysis of the question and of each retrieved paper, made once per question and read by everything
+that judges papers against the question (the survey selection, the near-miss check, the extractive answerer):
+a paper's sentences, their vectors (stored at ingest), its stems and keyword terms, and its sentences' roles;
+the question's vector, terms and content words, with how central each word is to it.
+
+Concept coverage is what lets a survey tell a paper that does what was asked from one that shares the topic:
+for each content word w of the question, covered(w, paper) is 1 when the paper has w's stem, else w's best
+cosine with one of the paper's sentences (the word said in other words), and centrality(w) = cos(w, question)
+(topic words high, filler such as "someone" low). gap(w) = centrality(w) x (1 - covered(w))."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rag_assistant.answer.roles import abstract_roles
+from rag_assistant.text import content_words, split_sentences, stems
+
+if TYPE_CHECKING:
+    from rag_assistant.answer.citations import SentenceVectors
+    from rag_assistant.retrieve import Source
+
+Embed = Callable[[list[str]], np.ndarray]
+Idf = Callable[[list[str]], dict[str, float]]
+
+
+@dataclass
+class PaperView:
+    """A retrieved paper as the answer layer reads it."""
+
+    source: Source
+    sentences: list[str]
+    vectors: np.ndarray  # n x dim, aligned with sentences
+    stems: frozenset[str]  # Snowball stems of title and abstract (text.stems)
+    terms: frozenset[str]  # keyword-index tokens of title and abstract
+
+    @property
+    def paper_id(self) -> str:
+        return self.source.paper_id
+
+    @cached_property
+    def roles(self) -> list[str]:
+        return abstract_roles(self.sentences)
+
+
+@dataclass
+class QuestionView:
+    """The question as the answer layer reads it; word vectors are embedded on first use only."""
+
+    text: str
+    vector: np.ndarray
+    terms: list[str]  # keyword tokens without question words (keyword.query_terms)
+    words: list[str]  # distinct content words, in order
+    embed: Embed = field(repr=False)
+
+    @cached_property
+    def word_vectors(self) -> np.ndarray:
+        # a call of its own: batched with longer texts, the words would be padded to their length (~10x slower)
+        return self.embed(self.words) if self.words else np.zeros((0, len(self.vector)), dtype=np.float32)
+
+    @cached_property
+    def centrality(self) -> np.ndarray:
+        return np.clip(self.word_vectors @ self.vector, 0.0, None) if self.words else np.zeros(0)
+
+    @cached_property
+    def word_stems(self) -> list[str]:
+        return [(stems(w) or [w])[0] for w in self.words]
+
+
+def analyse_question(question: str, embed: Embed) -> QuestionView:
+    from rag_assistant.index.keyword import query_terms
+
+    return QuestionView(
+        question,
+        embed([question])[0],
+        list(dict.fromkeys(query_terms(question))),
+        list(dict.fromkeys(content_words(question))),
+        embed,
+    )
+
+
+def analyse_papers(sources: Sequence[Source], vectors: SentenceVectors | None, embed: Embed) -> list[PaperView]:
+    """A view of each source, in order; sentence vectors from the index (`vectors`), else embedded now."""
+    from rag_assistant.answer.citations import sentence_vectors
+    from rag_assistant.index.keyword import tokenize
+
+    papers = [s.paper for s in sources]
+    texts = [f"{p.title or ''} {p.text}" for p in papers]
+    all_vectors = sentence_vectors(papers, vectors, embed)
+    all_terms = tokenize(texts)
+    return [
+        PaperView(source, split_sentences(source.paper.text), vecs, frozenset(stems(text)), frozenset(terms))
+        for source, vecs, text, terms in zip(sources, all_vectors, texts, all_terms, strict=True)
+    ]
+
+
+def coverage(question: QuestionView, paper: PaperView) -> np.ndarray:
+    """covered(w, paper) for each question word (module docstring)."""
+    if not question.words:
+        return np.zeros(0)
+    near = (
+        (question.word_vectors @ paper.vectors.T).max(axis=1) if len(paper.vectors) else np.zeros(len(question.words))
+    )
+    return np.array(
+        [1.0 if st in paper.stems else max(float(c), 0.0) for st, c in zip(question.word_stems, near, strict=True)]
+    )
+
+
+def gaps(question: QuestionView, paper: PaperView) -> np.ndarray:
+    """gap(w) for each question word: how much of the question's meaning the paper leaves unsaid."""
+    return question.centrality * (1.0 - coverage(question, paper))
+
+
+def term_share(question: QuestionView, paper: PaperView, weights: dict[str, float]) -> float:
+    """IDF-weighted share of the question's keyword terms that the paper contains."""
+    total = sum(weights.get(t, 0.0) for t in question.terms)
+    if not total:
+        return 0.0
+    return sum(weights.get(t, 0.0) for t in question.terms if t in paper.terms) / total
