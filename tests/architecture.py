@@ -28,6 +28,7 @@ FLOORS: list[tuple[str, list[str]]] = [
             "rag_assistant.text",
             "rag_assistant.config",
             "rag_assistant.retries",
+            "rag_assistant.files",
         ],
     ),
     ("corpus", ["rag_assistant.corpus"]),
