@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rag_assistant.config import Settings
 
 _consoles: dict[str, Console] = {}
+_warned: list[bool] = []  # unknown variables are warned about once per process
 
 
 def out() -> Console:
@@ -58,9 +59,6 @@ def settings_from(ctx: typer.Context, **flags: Any) -> Settings:
         for note in unknown_env(os.environ):
             err().print(f"[yellow]warning:[/] {safe(note)}")
     return settings
-
-
-_warned: list[bool] = []
 
 
 def print_json(data: Any) -> None:
