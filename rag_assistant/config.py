@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -18,7 +21,11 @@ from pydantic_settings import (
 from rag_assistant.errors import ConfigError
 
 APP_NAME = "rag-assistant"
+ENV_PREFIX = "RAG_ASSISTANT_"
 CONFIG_ENV = "RAG_ASSISTANT_CONFIG"
+# The TOML file of the Settings being built: load_settings sets it for its call only (pydantic-settings takes
+# its sources from the class, and the environment is not ours to write)
+_config_file: ContextVar[Path | None] = ContextVar("config_file", default=None)
 
 
 def default_data_dir() -> Path:
@@ -55,7 +62,7 @@ class Settings(BaseSettings):
     (for the common ones) as a CLI flag."""
 
     model_config = SettingsConfigDict(
-        env_prefix="RAG_ASSISTANT_", extra="ignore", populate_by_name=True, validate_default=True
+        env_prefix=ENV_PREFIX, extra="forbid", populate_by_name=True, validate_default=True
     )
 
     # -- storage
@@ -243,6 +250,12 @@ class Settings(BaseSettings):
         description="Papers with a match probability between this and survey_include are listed apart as "
         "'possibly related', never mixed into the answer.",
     )
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:  # noqa: ANN401 - before validation
+        if isinstance(value, str | bytes) and not value.strip():
+            raise ValueError("it is empty, which would mean the current directory; unset it for the default")
+        return value
 
     @classmethod
     def settings_customise_sources(
@@ -253,7 +266,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml = TomlConfigSettingsSource(settings_cls, toml_file=default_config_file())
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_file.get() or default_config_file())
         return (init_settings, env_settings, toml)
 
     @property
@@ -281,43 +294,65 @@ class Settings(BaseSettings):
 
 
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Build Settings; `overrides` are CLI flags (None means 'not given'). Raises ConfigError."""
-    if config_file is not None:
-        if not config_file.is_file():
-            raise ConfigError(f"config file not found: {config_file}", "check the --config path")
-        os.environ[CONFIG_ENV] = str(config_file)
+    """Build Settings; `overrides` are CLI flags (None means 'not given'); `config_file` replaces the default
+    TOML file for this call only. Raises ConfigError. No side effects: nothing is written, created or exported
+    to the environment."""
+    if config_file is not None and not config_file.is_file():
+        raise ConfigError(f"config file not found: {config_file}", "check the --config path")
+    toml = config_file if config_file is not None else default_config_file()
     given = {k: v for k, v in overrides.items() if v is not None}
+    token = _config_file.set(toml)
     try:
-        settings = Settings(**given)
+        return Settings(**given)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "settings"
-        raise ConfigError(
-            f"invalid setting {where}: {err['msg']}",
-            f"fix it in the flag, the RAG_ASSISTANT_{where.upper()} variable or {default_config_file()}",
-        ) from None
+        raise _config_error(exc.errors()[0], given, toml) from None
     except Exception as exc:  # a malformed TOML file surfaces as a decode error
-        raise ConfigError(f"cannot read settings: {exc}", f"check {default_config_file()}") from None
-    secure_data_dir(settings.data_dir)
-    return settings
+        raise ConfigError(f"cannot read settings: {exc}", f"check {toml}") from None
+    finally:
+        _config_file.reset(token)
 
 
-def secure_data_dir(path: Path) -> None:
-    """The data dir holds every question and answer (the provenance log): make it 0700 and its files 0600.
-    The umask makes what this process writes later (Chroma, the keyword index, the log, batch and eval
-    outputs, which hold questions and answers too) private from the start; an older, readable data dir is
-    tightened here."""
-    os.umask(0o077)
-    try:
-        path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if path.stat().st_uid != os.getuid():
-            return  # not ours to change
-        for folder, _dirs, files in os.walk(path):
-            os.chmod(folder, 0o700)
-            for name in files:
-                file = Path(folder, name)
-                if file.stat().st_mode & 0o077:
-                    file.chmod(0o600)
-    except OSError as exc:
-        message = f"cannot prepare the data dir {path}: {exc.strerror}"
-        raise ConfigError(message, "check RAG_ASSISTANT_DATA_DIR") from None
+def _config_error(err: Any, given: dict[str, Any], toml: Path) -> ConfigError:  # noqa: ANN401 - pydantic's error
+    """One line naming the setting and where its value came from (flag, variable or file), so the hint points
+    at the one place to fix it."""
+    where = ".".join(str(p) for p in err["loc"]) or "settings"
+    if err["type"] == "extra_forbidden":  # only the TOML file can hold keys that are not settings
+        close = difflib.get_close_matches(where, Settings.model_fields, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return ConfigError(
+            f"unknown setting {where} in {toml}",
+            f"{hint}every setting is listed in rag_assistant/config.py (README: Settings)",
+        )
+    message = f"invalid setting {where}: {err['msg'].removeprefix('Value error, ')}"
+    if where in given:
+        return ConfigError(message, f"fix the --{where.replace('_', '-')} option")
+    set_names = {name.upper(): name for name in os.environ}  # pydantic-settings reads them in any case
+    variables = [set_names[name] for name in _env_names(where) if name in set_names]
+    if variables:
+        return ConfigError(message, f"fix the {variables[0]} environment variable")
+    if toml.is_file():
+        return ConfigError(message, f"fix it in {toml}")
+    return ConfigError(message, f"fix the option or the {_env_names(where)[0]} environment variable")
+
+
+def _env_names(field: str) -> list[str]:
+    """The environment variables that set this field: RAG_ASSISTANT_<NAME>, or the names of its alias."""
+    info = Settings.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    if isinstance(alias, AliasChoices):
+        return [str(c).upper() for c in alias.choices if str(c).upper() != field.upper()]
+    return [f"{ENV_PREFIX}{field.upper()}"]
+
+
+def unknown_env(environ: Mapping[str, str]) -> list[str]:
+    """Warnings for RAG_ASSISTANT_* variables that set nothing (a typo, or a setting of another version),
+    each naming the closest setting. Warnings, not errors: one environment serves many programs and versions,
+    while a config file is written for this one."""
+    known = {CONFIG_ENV} | {n for field in Settings.model_fields for n in _env_names(field)}
+    notes = []
+    for name in sorted(environ):
+        if name.upper().startswith(ENV_PREFIX) and name.upper() not in known:  # read in any case
+            close = difflib.get_close_matches(name.upper(), sorted(known), n=1)
+            also = f" (did you mean {close[0]}?)" if close else ""
+            notes.append(f"{name} is not a setting and is ignored{also}")
+    return notes

@@ -42,6 +42,11 @@ class StoreUnavailableError(IndexStoreError):
     """The vector store (e.g. a Chroma server) could not be reached."""
 
 
+class LogNotWrittenError(RagAssistantError):
+    """An answer could not be written to the provenance log (read-only storage, a full disk): the answer is
+    shown with this as a warning, not failed."""
+
+
 class PromptError(RagAssistantError):
     """A prompt file is missing or its variables do not match what the code fills in."""
 

@@ -29,6 +29,7 @@ FLOORS: list[tuple[str, list[str]]] = [
             "rag_assistant.config",
             "rag_assistant.retries",
             "rag_assistant.plan",
+            "rag_assistant.files",
         ],
     ),
     ("corpus", ["rag_assistant.corpus"]),

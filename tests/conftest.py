@@ -64,14 +64,30 @@ def own_ready(ready_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     return target
 
 
-def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120, input: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run the installed console script exactly as a user would."""
+def cli_command() -> list[str]:
+    """The installed console script (or the module where it is not installed)."""
     exe = Path(sys.executable).with_name("rag-assistant")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "rag_assistant"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "rag_assistant"]
+
+
+def run_cli(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+    cwd: Path | None = None,
+    prefix: tuple[str, ...] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed console script exactly as a user would (`prefix`: a command that runs it, e.g. in a
+    mount namespace)."""
     return subprocess.run(
-        [*cmd, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}, input=input
+        [*prefix, *cli_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        input=input,
+        cwd=cwd,
     )
 
 

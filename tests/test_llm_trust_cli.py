@@ -1,11 +1,10 @@
 """Issue 12 end to end: batch stops on failures that would repeat for every row, eval never overwrites or
-loses a run, the data dir is private, and a planted secret appears in no output, log, row or file."""
+loses a run, and a planted secret appears in no output, log, row or file."""
 
 from __future__ import annotations
 
 import json
 import shutil
-import stat
 import time
 from pathlib import Path
 
@@ -81,20 +80,6 @@ def test_eval_out_is_checked_before_answering(cli, ready: Path, tmp_path: Path) 
     assert res.returncode == 2 and "is a file" in res.stderr and "Traceback" not in res.stderr
     assert "evaluated" not in res.stderr and as_file.read_text() == "keep me"
     assert cli(*args, str(run), "--force", timeout=600).returncode == 0
-
-
-@pytest.mark.slow
-def test_data_dir_and_its_files_are_private(cli, ready: Path, tmp_path: Path) -> None:
-    data = tmp_path / "own"
-    shutil.copytree(ready, data)
-    for p in [data, *data.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    res = cli("ask", "How does ShadowKV reduce KV cache memory?", "--mode", "extractive", env=_env(data))
-    assert res.returncode == 0, res.stderr
-    assert stat.S_IMODE(data.stat().st_mode) == 0o700
-    modes = {str(p): stat.S_IMODE(p.stat().st_mode) for p in data.rglob("*")}
-    assert (data / "provenance.sqlite").exists()
-    assert all(m & 0o077 == 0 for m in modes.values()), modes
 
 
 def _env(data: Path, **more: str) -> dict[str, str]:

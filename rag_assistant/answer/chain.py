@@ -13,7 +13,7 @@ from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
-from rag_assistant.errors import ConfigError
+from rag_assistant.errors import ConfigError, LogNotWrittenError
 from rag_assistant.plan import Plan, plan_question
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup
@@ -141,7 +141,10 @@ class AnswerChain:
         if self.log:
             from rag_assistant.answer.provenance import record
 
-            record(self.settings.data_dir, answer, kind=kind, session=session)
+            try:
+                record(self.settings.data_dir, answer, kind=kind, session=session)
+            except LogNotWrittenError as exc:  # e.g. an index on read-only storage: the answer stands
+                answer.warnings.append(exc.message)
         return answer
 
     def _retrieve(self, query: str, plan: Plan, k: int | None) -> list[Source]:

@@ -1,4 +1,6 @@
-"""Append-only SQLite log of every answer (ask, chat, batch, eval): what was asked, retrieved and cited."""
+"""Append-only SQLite log of every answer of ask, chat and batch: what was asked, retrieved and cited. Eval
+answers are not logged: each run keeps them all in its own results.jsonl, and logging hundreds of benchmark
+questions per run would bury the user's own questions."""
 
 from __future__ import annotations
 
@@ -9,6 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from rag_assistant.answer.models import Answer
+from rag_assistant.errors import LogNotWrittenError
+from rag_assistant.files import connect_read_only, private_dir, private_file
+
+KINDS = ("ask", "chat", "batch")  # what `kind` a logged answer has
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
@@ -37,40 +43,54 @@ def log_path(data_dir: Path) -> Path:
 
 
 def _connect(data_dir: Path) -> sqlite3.Connection:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(log_path(data_dir), timeout=30)
+    """The log opened for writing; the data dir and the log are created private when missing."""
+    private_dir(data_dir)
+    conn = sqlite3.connect(private_file(log_path(data_dir)), timeout=30)  # its WAL files get its mode
     conn.execute("PRAGMA journal_mode=WAL")
     conn.executescript(SCHEMA)
     return conn
 
 
 def record(data_dir: Path, answer: Answer, kind: str = "ask", session: str | None = None) -> int:
-    """Store one answer. The record holds no settings, so no API key can reach the log."""
+    """Store one answer. The record holds no settings, so no API key can reach the log. LogNotWrittenError when
+    the log cannot be written (read-only storage, a full disk): the answer stands, its caller warns."""
+    try:
+        return _insert(data_dir, answer, kind, session)
+    except (OSError, sqlite3.Error) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise LogNotWrittenError(f"not logged: cannot write {log_path(data_dir)} ({reason})") from None
+
+
+def _insert(data_dir: Path, answer: Answer, kind: str, session: str | None) -> int:
     retrieved = [
         {"paper_id": s["paper_id"], "score": s["score"], "dense_score": s["dense_score"]} for s in answer.sources
     ]
-    with _connect(data_dir) as conn:
-        cur = conn.execute(
-            "INSERT INTO answers (ts, kind, session, question, answer, citations, retrieved, mode, model,"
-            " prompt_version, abstained, warnings, timings, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                time.time(),
-                kind,
-                session,
-                answer.question,
-                answer.answer,
-                json.dumps(answer.citations),
-                json.dumps(retrieved),
-                answer.mode,
-                answer.model,
-                answer.prompt_version,
-                int(answer.abstained),
-                json.dumps(answer.warnings),
-                json.dumps(answer.timings),
-                json.dumps(answer.as_dict(), default=str),
-            ),
-        )
+    conn = _connect(data_dir)
+    try:
+        with conn:
+            cur = conn.execute(
+                "INSERT INTO answers (ts, kind, session, question, answer, citations, retrieved, mode, model,"
+                " prompt_version, abstained, warnings, timings, record) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    time.time(),
+                    kind,
+                    session,
+                    answer.question,
+                    answer.answer,
+                    json.dumps(answer.citations),
+                    json.dumps(retrieved),
+                    answer.mode,
+                    answer.model,
+                    answer.prompt_version,
+                    int(answer.abstained),
+                    json.dumps(answer.warnings),
+                    json.dumps(answer.timings),
+                    json.dumps(answer.as_dict(), default=str),
+                ),
+            )
         return int(cur.lastrowid or 0)
+    finally:
+        conn.close()
 
 
 def recent(
@@ -92,7 +112,7 @@ def recent(
     if clauses:
         query += " WHERE " + " AND ".join(clauses)
     query += " ORDER BY id DESC LIMIT ?"
-    conn = _connect(data_dir)
+    conn = connect_read_only(log_path(data_dir))  # reading creates and writes nothing (read-only storage)
     try:
         conn.row_factory = sqlite3.Row
         rows = [dict(r) for r in conn.execute(query, (*params, limit))]

@@ -19,6 +19,7 @@ from typing import IO, Any
 from rag_assistant.answer.models import Answer
 from rag_assistant.batch.inputs import BatchInputError, InputRow
 from rag_assistant.batch.outputs import MD_MARKER, fsync_dir
+from rag_assistant.files import open_private, private_dir
 
 RECORD_START = b'{"id": '  # how every journal line begins (make_record puts the id first)
 NOT_OURS_HINT = "choose another output file, or pass --fresh to replace it"
@@ -114,8 +115,8 @@ class Journal:
         data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
         if self._file is None:
             created = not self.path.exists()
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115 - kept open across appends
+            private_dir(self.path.parent)
+            self._file = open_private(self.path, "ab", buffering=0)  # kept open across appends
             if created:
                 fsync_dir(self.path.parent)
         view = memoryview(data)

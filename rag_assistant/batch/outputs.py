@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
+from rag_assistant.files import open_private
+
 OUTPUT_KINDS = (".jsonl", ".csv", ".md")
 CSV_COLUMNS = [
     "id",
@@ -81,7 +83,7 @@ def write_atomic(path: Path, write: Callable[[IO[str]], None]) -> None:
     """Write beside `path`, fsync, then rename over it: readers and a later kill see old or new, never half."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
+        with open_private(tmp, "w", encoding="utf-8", newline="") as f:  # it holds questions and answers
             write(f)
             f.flush()
             os.fsync(f.fileno())

@@ -41,17 +41,22 @@ def ask(
 
 def log(
     ctx: typer.Context,
-    limit: Annotated[int, typer.Option("-n", "--limit", help="Entries to show, newest first.", min=1)] = 20,
-    session: Annotated[str | None, typer.Option(help="Only this chat session.")] = None,
-    kind: Annotated[str | None, typer.Option(help="Only ask, chat, batch or eval entries.")] = None,
+    limit: Annotated[
+        int, typer.Option("-n", "--limit", metavar="N", help="Entries to show, newest first.", min=1)
+    ] = 20,
+    session: Annotated[str | None, typer.Option(metavar="ID", help="Only this chat session.")] = None,
+    kind: Annotated[str | None, typer.Option(metavar="[ask|chat|batch]", help="Only entries of this command.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Recent answers from the provenance log (question, citations, mode, timings)."""
+    """Recent answers of ask, chat and batch from the provenance log (question, citations, mode, timings).
+    Eval runs keep their answers in their own results.jsonl."""
     from datetime import datetime
 
-    from rag_assistant.answer.provenance import log_path, recent
+    from rag_assistant.answer.provenance import KINDS, log_path, recent
     from rag_assistant.cli.safe import safe
 
+    if kind is not None and kind not in KINDS:
+        raise typer.BadParameter(f"{kind!r} is not one of {', '.join(KINDS)}", param_hint="'--kind'")
     settings = settings_from(ctx)
     rows = recent(settings.data_dir, limit, session, kind)
     if as_json:

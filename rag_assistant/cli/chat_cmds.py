@@ -118,9 +118,11 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
         if not arg:
             out().print("usage: /save FILE")
         else:
+            from rag_assistant.files import write_private
+
             path = Path(arg).expanduser()
             try:
-                path.write_text(session.to_markdown(), encoding="utf-8")
+                write_private(path, session.to_markdown())
                 out().print(f"Saved {len(session.turns)} turn(s) to {safe(str(path))}")
             except OSError as exc:
                 err().print(f"[red]error:[/] cannot write {safe(str(path))}: {safe(exc.strerror or str(exc))}")
@@ -173,10 +175,16 @@ def _reader(data_dir: Path):  # noqa: ANN202 - Callable[[], str]
     if not sys.stdin.isatty():
         return lambda: input("you> ")
     from prompt_toolkit import PromptSession
-    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
-    data_dir.mkdir(parents=True, exist_ok=True)
-    prompt = PromptSession(history=FileHistory(str(data_dir / "chat_history")))
+    from rag_assistant.files import private_dir, private_file
+
+    history: History
+    try:
+        history = FileHistory(str(private_file(private_dir(data_dir) / "chat_history")))  # it holds every question
+    except OSError:  # read-only storage: this session's lines only
+        history = InMemoryHistory()
+    prompt = PromptSession(history=history)
     return lambda: prompt.prompt("you> ")
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from rag_assistant.config import Settings
 
 _consoles: dict[str, Console] = {}
+_warned: list[bool] = []  # unknown variables are warned about once per process
 
 
 def out() -> Console:
@@ -41,13 +42,23 @@ def _wrapping(console: Console) -> Console:
 
 
 def settings_from(ctx: typer.Context, **flags: Any) -> Settings:
-    """Global options (stored on the context) plus this command's flags; None means not given."""
-    from rag_assistant.config import load_settings
+    """Global options (stored on the context) plus this command's flags; None means not given. RAG_ASSISTANT_*
+    variables that set nothing are warned about, once."""
+    import os
+
+    from rag_assistant.config import load_settings, unknown_env
 
     root = ctx.find_root()
     globals_: dict[str, Any] = dict(root.obj or {})
     config_file: Path | None = globals_.pop("config_file", None)
-    return load_settings(config_file, **globals_, **flags)
+    settings = load_settings(config_file, **globals_, **flags)
+    if not _warned:
+        _warned.append(True)
+        from rag_assistant.cli.safe import safe
+
+        for note in unknown_env(os.environ):
+            err().print(f"[yellow]warning:[/] {safe(note)}")
+    return settings
 
 
 def print_json(data: Any) -> None:

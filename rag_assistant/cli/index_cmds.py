@@ -18,7 +18,9 @@ def ingest(
     ctx: typer.Context,
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Files or folders (.txt, .jsonl, .json, .csv). None: the bundled ICML 2025 corpus."),
+        typer.Argument(
+            metavar="PATH...", help="Files or folders (.txt, .jsonl, .json, .csv). None: the bundled ICML 2025 corpus."
+        ),
     ] = None,
     skip_bad: Annotated[
         bool, typer.Option("--skip-bad", help="Ingest the valid files and records, reporting the bad ones.")
@@ -55,15 +57,15 @@ def ingest(
         err().print(f"[yellow]warning:[/] {safe(line)}")
     if as_json:
         print_json(result.as_dict())
-        return
-    reused = report.chunks_added - report.chunks_embedded
-    out().print(
-        f"Ingested {report.papers} papers from {len(result.loaded.files)} file(s): {report.new} new, "
-        f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed; "
-        f"{report.chunks_added} new chunks{f' ({reused} with a stored vector reused)' if reused else ''}, "
-        f"{report.chunks_deleted} deleted in {report.seconds:.1f}s."
-    )
-    if result.loaded.errors:
+    else:
+        reused = report.chunks_added - report.chunks_embedded
+        out().print(
+            f"Ingested {report.papers} papers from {len(result.loaded.files)} file(s): {report.new} new, "
+            f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed; "
+            f"{report.chunks_added} new chunks{f' ({reused} with a stored vector reused)' if reused else ''}, "
+            f"{report.chunks_deleted} deleted in {report.seconds:.1f}s."
+        )
+    if result.loaded.errors:  # --skip-bad skipped some input: scripts can tell, --json or not
         raise typer.Exit(1)
 
 
@@ -85,14 +87,23 @@ def _sigterm_as_ctrl_c() -> Iterator[None]:
 
 def search(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="What to look for.")],
-    k: Annotated[int | None, typer.Option("-k", "--top-k", help="Number of papers.", min=1, max=100)] = None,
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="What to look for.")],
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k", "--top-k", metavar="N", help="Number of papers.", min=1, max=100, show_default="the top_k setting, 5"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, best first.")] = False,
 ) -> None:
     """Hybrid (dense + keyword) search, one result per paper."""
+    from rag_assistant.answer.question import check_question
     from rag_assistant.cli.warm import Warmup
 
     settings = settings_from(ctx, top_k=k)
+    query, notes = check_question(query, settings.max_question_chars)  # refused and cut as `ask` does
+    for line in notes:
+        err().print(f"[yellow]warning:[/] {safe(line)}")
     sources = Warmup(settings).retriever().search(query, settings.top_k)
     if as_json:
         print_json([s.as_dict() for s in sources])

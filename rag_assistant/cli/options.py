@@ -13,18 +13,31 @@ if TYPE_CHECKING:
     from rag_assistant.config import Settings
 
 
-def unset_option(*names: str, help: str) -> Any:
+def unset_option(*names: str, help: str, metavar: str | None = None) -> Any:  # noqa: ANN401 - typer's OptionInfo
     """A typer option whose default is None (not given) and not shown in --help."""
-    return typer.Option(*names, help=help, show_default=False)
+    return typer.Option(*names, help=help, metavar=metavar, show_default=False)
 
 
-TopKOpt = Annotated[int | None, typer.Option("-k", "--top-k", help="Papers retrieved.", min=1, max=50)]
-ModeOpt = Annotated[
-    str | None, unset_option("--mode", help="auto (llm when configured, else extractive), extractive or llm.")
+# Not given = the top_k setting, whose default (config.py) tests/test_cli_settings.py checks this against;
+# importing the settings here would slow down --help
+TopKOpt = Annotated[
+    int | None,
+    typer.Option(
+        "-k", "--top-k", metavar="N", help="Papers retrieved.", min=1, max=50, show_default="the top_k setting, 5"
+    ),
 ]
-ModelOpt = Annotated[str | None, unset_option("--llm-model", help="Model name. Env: RAG_ASSISTANT_LLM_MODEL.")]
+ModeOpt = Annotated[
+    str | None,
+    unset_option(
+        "--mode", metavar="[auto|extractive|llm]", help="auto: llm when an LLM is configured, else extractive."
+    ),
+]
+ModelOpt = Annotated[
+    str | None, unset_option("--llm-model", metavar="MODEL", help="Model name. Env: RAG_ASSISTANT_LLM_MODEL.")
+]
 BaseUrlOpt = Annotated[
-    str | None, unset_option("--llm-base-url", help="OpenAI-compatible base URL. Env: OPENAI_BASE_URL.")
+    str | None,
+    unset_option("--llm-base-url", metavar="URL", help="OpenAI-compatible base URL. Env: OPENAI_BASE_URL."),
 ]
 
 

@@ -25,22 +25,23 @@ def bundled_corpus_path() -> Path:
     return Path(str(resources.files("rag_assistant") / "data" / "icml2025"))
 
 
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """Files as given, folders walked recursively for supported extensions, in a stable order."""
+def expand_paths(paths: list[Path], problems: list[str]) -> list[Path]:
+    """Files as given, folders walked recursively for supported extensions, in a stable order. A path that
+    cannot be used (missing, an unsupported file, a folder without corpus files) is a problem like a bad
+    record, appended to `problems`: reported with the others and, with --skip-bad, skipped."""
+    kinds = ", ".join(PARSERS)
     files: list[Path] = []
     for path in (p.absolute() for p in paths):
         if not path.exists():
-            raise CorpusError(f"{path}: no such file or folder", "check the path")
-        if path.is_dir():
+            problems.append(f"{path}: no such file or folder")
+        elif path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in PARSERS)
             found = [p for p in found if not any(part.startswith(".") for part in p.relative_to(path).parts)]
             if not found:
-                raise CorpusError(f"{path}: folder holds no .txt, .jsonl, .json or .csv files")
+                problems.append(f"{path}: folder holds no corpus files ({kinds})")
             files.extend(found)
         elif path.suffix.lower() not in PARSERS:
-            raise CorpusError(
-                f"{path}: unsupported file type '{path.suffix}'", "use .txt, .md, .jsonl, .json, .csv or .tsv"
-            )
+            problems.append(f"{path}: unsupported file type '{path.suffix}' (use {kinds})")
         else:
             files.append(path)
     return list(dict.fromkeys(p.resolve() for p in files))
@@ -61,7 +62,8 @@ def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: i
     """Parse every file. Problems are collected (all of them, so the user fixes them in one go), one per bad
     file or record; with skip_bad the bad records (or unreadable files) are left out and the rest kept,
     otherwise the caller must not write anything."""
-    result = CorpusLoad(files=expand_paths(paths))
+    result = CorpusLoad()
+    result.files = expand_paths(paths, result.errors)
     prefixes = id_prefixes(result.files)
     by_id: dict[str, tuple[Path, Paper]] = {}
     by_text: dict[str, Paper] = {}

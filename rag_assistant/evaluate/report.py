@@ -11,6 +11,7 @@ from rag_assistant import __version__
 from rag_assistant.errors import OutputError
 from rag_assistant.evaluate import metrics as m
 from rag_assistant.evaluate.records import EvalRun
+from rag_assistant.files import open_private, private_dir, write_private
 
 
 def _group(results: list[dict[str, Any]]) -> tuple[m.Metrics, dict[str, int]]:
@@ -76,7 +77,7 @@ def check_run_dir(out_dir: Path, force: bool = False) -> None:
             "choose another --out directory, or pass --force to replace that run",
         )
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(out_dir)  # it will hold every question and answer
     except OSError as exc:
         message = f"cannot create the run directory {out_dir}: {exc.strerror}"
         raise OutputError(message, "choose another --out") from None
@@ -86,13 +87,13 @@ def write_run(out_dir: Path, run: EvalRun, summary: dict[str, Any]) -> dict[str,
     """Write the three files; returns their paths."""
     from rag_assistant.evaluate.html_report import render
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(out_dir)
     paths = {name: out_dir / name for name in ("results.jsonl", "summary.json", "report.html")}
-    with paths["results.jsonl"].open("w", encoding="utf-8") as fh:
+    with open_private(paths["results.jsonl"], "w", encoding="utf-8") as fh:
         for record in run.results:
             fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-    paths["summary.json"].write_text(json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n", "utf-8")
-    paths["report.html"].write_text(render(summary, run.results), encoding="utf-8")
+    write_private(paths["summary.json"], json.dumps(summary, indent=2, ensure_ascii=False, default=str) + "\n")
+    write_private(paths["report.html"], render(summary, run.results))
     return paths
 
 

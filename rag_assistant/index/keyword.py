@@ -25,6 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from rag_assistant.files import private_dir, write_private
 from rag_assistant.index import keyword_segments as ks
 
 FORMAT = 2  # 1: one bm25s matrix (read as stale, so the next ingest rebuilds it)
@@ -211,7 +212,7 @@ class KeywordIndex:
         """Rebuild from (chunk_id, text) pairs and persist atomically (write aside, then rename)."""
         tmp = self.directory.with_name(self.directory.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        private_dir(tmp)
         corpus = _Corpus()
 
         def saved(seg: ks.Segment) -> ks.Segment:  # written at once, then read back memory-mapped
@@ -255,7 +256,6 @@ class KeywordIndex:
 
     def _commit(self, corpus: _Corpus, revision: str, directory: Path) -> None:
         """Save what is new, swap the meta in one rename, then delete what the new meta does not name."""
-        import numpy as np
 
         corpus.grow()
         for seg in corpus.segments:
@@ -265,8 +265,8 @@ class KeywordIndex:
                 ks.save_dead(seg, directory)
         tag = uuid.uuid4().hex[:12]
         vocab_file, df_file = f"vocab-{tag}.json", f"df-{tag}.npy"
-        (directory / vocab_file).write_text(json.dumps(sorted(corpus.vocab, key=corpus.vocab.__getitem__)))
-        np.save(directory / df_file, corpus.df)
+        write_private(directory / vocab_file, json.dumps(sorted(corpus.vocab, key=corpus.vocab.__getitem__)))
+        ks.save_array(directory / df_file, corpus.df)
         meta = {
             "format": FORMAT,
             "revision": revision,
@@ -276,7 +276,7 @@ class KeywordIndex:
             "df": df_file,
             "segments": [ks.entry(seg) for seg in corpus.segments],
         }
-        (directory / (META + ".tmp")).write_text(json.dumps(meta))
+        write_private(directory / (META + ".tmp"), json.dumps(meta))
         os.replace(directory / (META + ".tmp"), directory / META)
         _clean(directory, meta)
 

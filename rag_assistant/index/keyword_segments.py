@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_assistant.files import open_private, private_dir, write_private
+
 K1, B = 1.5, 0.75  # bm25s's defaults
 SEGMENT_MAX = 131_072  # chunks: a build cuts segments this big, and no merge makes a bigger one (memory, time)
 MERGE_RATIO = 2  # the newest segment is merged into the one before it once it is at least 1/2 its size
@@ -152,22 +154,27 @@ def compact(segments: list[Segment], n_terms: int) -> list[Segment]:
 
 def save(seg: Segment, directory: Path) -> None:
     """Write a new segment's files into directory/<name>/ (never rewritten afterwards; its mask is `save_dead`)."""
-    import numpy as np
 
-    path = directory / seg.name
-    path.mkdir(parents=True, exist_ok=True)
+    path = private_dir(directory / seg.name)
     for name in _ARRAYS:
-        np.save(path / f"{name}.npy", getattr(seg, name))
-    (path / "ids.json").write_text(json.dumps(seg.ids))
+        save_array(path / f"{name}.npy", getattr(seg, name))
+    write_private(path / "ids.json", json.dumps(seg.ids))
     seg.saved = True
 
 
 def save_dead(seg: Segment, directory: Path) -> None:
     """Write the segment's deletion mask under a new name (a reader of the previous state keeps its own)."""
-    import numpy as np
 
     seg.dead_file = f"dead-{uuid.uuid4().hex[:12]}.npy"
-    np.save(directory / seg.name / seg.dead_file, seg.dead)
+    save_array(directory / seg.name / seg.dead_file, seg.dead)
+
+
+def save_array(path: Path, array: Any) -> None:  # noqa: ANN401 - a numpy array
+    """np.save into a new private (0600) file."""
+    import numpy as np
+
+    with open_private(path, "wb") as f:
+        np.save(f, array)
 
 
 def load(directory: Path, entry: dict[str, Any]) -> Segment:

@@ -30,7 +30,7 @@ class IndexReader:
 
     def __init__(self, settings: Settings, store: StoreReader | None = None) -> None:
         self.settings = settings
-        self._store: StoreReader = store if store is not None else open_store(settings)
+        self._store: StoreReader = store if store is not None else open_store(settings, write=False)
         self._keyword: KeywordSearch | None = None
         self._sentences: SentenceReader | None = None
         self._seen_chunks = False

@@ -29,6 +29,7 @@ from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
+from rag_assistant.files import private_dir, private_file
 from rag_assistant.index.chunking import chunk_paper
 from rag_assistant.index.embedder_base import BaseEmbedder, SentenceLayout, Span
 from rag_assistant.text import split_sentences
@@ -136,8 +137,8 @@ class SentenceStore:
             uri = f"{path.resolve().as_uri()}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+            private_dir(path.parent)
+            self._db = sqlite3.connect(private_file(path), timeout=30, check_same_thread=False)
             self._db.execute(_SCHEMA)
             self._db.commit()
 

@@ -4,17 +4,14 @@ Chroma (embedded or server) is the one backend today and implements both."""
 from __future__ import annotations
 
 import json
-import logging
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlparse
 
 from rag_assistant.corpus.models import Paper
-from rag_assistant.errors import ConfigError, StoreUnavailableError
 
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
 PROOF_PAPERS = 2_000  # papers proven unchanged per ids-only query (`_proven`): bounds its size
@@ -139,44 +136,14 @@ def metadata_to_paper(meta: dict[str, Any]) -> Paper:
 
 
 class ChromaStore:
-    """Chroma collection with cosine distance. Embedded (PersistentClient) unless `url` names a server."""
+    """Chroma collection with cosine distance. Embedded (PersistentClient) unless `url` names a server. Opened for
+    reading (`write=False`) it creates nothing (index/chroma_open.py)."""
 
-    def __init__(self, path: Path | None, collection: str, url: str | None = None) -> None:
-        logging.getLogger("chromadb").setLevel(logging.ERROR)
-        from rag_assistant.index.chroma_import import import_chromadb
+    def __init__(self, path: Path | None, collection: str, url: str | None = None, write: bool = True) -> None:
+        from rag_assistant.index.chroma_open import open_collection
 
-        chromadb = import_chromadb()
-        from chromadb.config import Settings as ChromaSettings
-
-        settings = ChromaSettings(anonymized_telemetry=False)
         self.location = url or str(path)
-        try:
-            if url:
-                parsed = urlparse(url if "://" in url else f"http://{url}")
-                if not parsed.hostname:
-                    raise ConfigError(f"invalid Chroma URL: {url}", "use e.g. http://localhost:8000")
-                self.client = chromadb.HttpClient(
-                    host=parsed.hostname,
-                    port=parsed.port or (443 if parsed.scheme == "https" else 8000),
-                    ssl=parsed.scheme == "https",
-                    settings=settings,
-                )
-            else:
-                assert path is not None
-                path.mkdir(parents=True, exist_ok=True)
-                self.client = chromadb.PersistentClient(path=str(path), settings=settings)
-            self.collection = self.client.get_or_create_collection(
-                collection, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
-            )
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise StoreUnavailableError(
-                f"cannot open Chroma at {self.location}: {str(exc).splitlines()[0][:200]}",
-                "check that the server runs (chroma run --path DIR) or unset RAG_ASSISTANT_CHROMA_URL"
-                if url
-                else "check the data directory is writable and not used by another version of chromadb",
-            ) from None
+        self.client, self.collection = open_collection(path, collection, url, write)
         self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
 
     def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None:
@@ -375,6 +342,7 @@ def _any(clauses: list[dict[str, Any]]) -> dict[str, Any]:
     return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
-def open_store(settings: Any) -> ChromaStore:
-    """The store the settings describe: a Chroma server if chroma_url is set, else embedded on disk."""
-    return ChromaStore(settings.chroma_dir, settings.collection, settings.chroma_url)
+def open_store(settings: Any, write: bool = True) -> ChromaStore:  # noqa: ANN401 - Settings
+    """The store the settings describe: a Chroma server if chroma_url is set, else embedded on disk; for reading
+    only with `write=False` (nothing is created, and read-only storage works)."""
+    return ChromaStore(settings.chroma_dir, settings.collection, settings.chroma_url, write)
