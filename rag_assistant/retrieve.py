@@ -145,6 +145,7 @@ class Retriever:
         hidden = self.reader.hidden(info)  # half-written by an ingest that was killed or still runs
         n = max(self.settings.candidates, 4 * k)
         vector = self.embedder.embed_cached([query])[0]  # answering embeds the question again: cached
+        self.embedder.check_dimension(len(vector), self.reader.dimension())  # a swapped server model
         dense = self.reader.query(vector.tolist(), n, exclude=hidden)
         lexical = self.keyword.query(query, n, exclude=hidden)
         aggs = self._rank(dense, lexical)

@@ -227,3 +227,50 @@ def test_the_embedding_servers_key_and_url_credentials_are_masked_like_the_llms(
     secrets = secrets_of(settings)
     line = scrub("failed: emb-key-1234567 at http://user:pass-98765@emb.local/v1?token=tok-555", secrets)
     assert all(s not in line for s in ("emb-key-1234567", "pass-98765", "tok-555"))
+
+
+def _corpus(path: Path, texts: list[str], prefix: str = "p") -> Path:
+    rows = [
+        {"id": f"{prefix}{i}", "title": f"Paper {i}", "abstract": f"{t.capitalize()} for inference."}
+        for i, t in enumerate(texts)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("command", ["search", "ask"])
+def test_a_server_whose_vectors_changed_length_is_one_line_and_exit_3(command: str, cli, tmp_path: Path) -> None:  # noqa: ANN001
+    """The server now runs another model under the same name: every vector it returns is checked against the
+    index's length, at question time as at ingest, and nothing is written."""
+    corpus = _corpus(tmp_path / "papers.jsonl", TEXTS)
+    env = {"RAG_ASSISTANT_EMBEDDING_API_MODEL": MODEL}
+    with FakeEmbeddingServer() as srv:
+        remote = ("--embedding-base-url", srv.base_url)
+        assert cli(*remote, "ingest", str(corpus), env=env).returncode == 0
+        before = json.loads(cli(*remote, "stats", "--json", env=env).stdout)
+        srv.dim = 64
+        more = _corpus(tmp_path / "more.jsonl", ["entirely new topic", "another new topic"], "q")
+        args = ("ingest", str(more)) if command == "ingest" else (command, "key cache offloading")
+        result = cli(*remote, *args, env=env)
+        after = json.loads(cli(*remote, "stats", "--json", env=env).stdout)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 3, result.stderr
+    assert [line.split(":")[0] for line in lines] == ["error", "hint"], result.stderr
+    assert f"embedding server at {srv.base_url} returns 64-dimensional vectors" in lines[0]
+    assert "the index holds 48-dimensional ones" in lines[0]
+    assert (after["papers"], after["chunks"]) == (before["papers"], before["chunks"]) == (len(TEXTS), len(TEXTS))
+
+
+def test_vectors_of_two_lengths_in_one_response_are_one_error() -> None:
+    body = {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": fake_vector(t, 48 + i)} for i, t in enumerate(TEXTS[:2])
+        ],
+        "model": MODEL,
+    }
+    with FakeEmbeddingServer() as srv:
+        srv.script(status(200, body=body))
+        with pytest.raises(EmbeddingError, match="vectors of different lengths") as err:
+            embedder(srv).embed(TEXTS[:2])
+    assert err.value.reason == "malformed" and err.value.exit_code == 3

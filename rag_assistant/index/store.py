@@ -64,6 +64,8 @@ class StoreReader(Protocol):
 
     def count(self) -> int: ...
 
+    def dimension(self) -> int | None: ...
+
     def sources(self) -> dict[str, int]: ...
 
     def get_info(self) -> dict[str, Any]: ...
@@ -319,6 +321,12 @@ class ChromaStore:
 
     def count(self) -> int:
         return int(self.collection.count())
+
+    def dimension(self) -> int | None:
+        """The length of the stored vectors (None: nothing stored): what question and chunk vectors must have."""
+        res = self.collection.get(limit=1, include=["embeddings"])
+        vectors = res["embeddings"] if res["embeddings"] is not None else []
+        return len(vectors[0]) if len(vectors) else None
 
     def sources(self) -> dict[str, int]:
         """File name -> number of papers from it (read from each paper's first chunk)."""
