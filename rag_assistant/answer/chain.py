@@ -106,6 +106,7 @@ class AnswerChain:
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
             sources = self.retriever.search(query, k)
+            notes += self.retriever.search_warnings()
         answer.sources = [s.as_dict() for s in sources]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 

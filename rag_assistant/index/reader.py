@@ -79,6 +79,10 @@ class IndexReader:
         """File name -> number of papers from it."""
         return self._store.sources()
 
+    def stored_papers(self) -> list[Paper]:
+        """Every paper whose first chunk is stored (hidden ones too: see `hidden`)."""
+        return list(self._store.iter_papers())
+
     def dimension(self) -> int | None:
         """The length of the index's vectors (None: empty), read once non-empty: what question vectors must have."""
         if self._dimension is None:
