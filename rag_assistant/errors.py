@@ -53,7 +53,7 @@ class PromptError(RagAssistantError):
 
 class ServiceError(RagAssistantError):
     """A server we call (the LLM, the embedding server) failed. `reason` names the kind of failure (auth, connect,
-    timeout, dropped, rate_limit, server, not_found, malformed, empty, other)."""
+    timeout, dropped, rate_limit, server, not_found, malformed, dimension, empty, other)."""
 
     exit_code = 3
 
@@ -71,7 +71,8 @@ class LLMError(ServiceError):
 
 class EmbeddingError(ServiceError):
     """The embedding server (embedding_base_url) failed: unreachable, timed out, rejected the key or model, or
-    sent malformed vectors. An ingest it stops leaves nothing visible half-written."""
+    sent malformed vectors; or an embedder's vectors are not as long as the index's (reason "dimension"). An
+    ingest it stops leaves nothing visible half-written."""
 
 
 class BatchStoppedError(LLMError):
@@ -91,9 +92,10 @@ class OutputError(RagAssistantError):
     exit_code = 2
 
 
-# LLM failures that would repeat for every question (wrong key, server down or hanging, unknown model):
+# Failures that would repeat for every question (wrong key, server down or hanging, unknown model, an embedding
+# model whose vectors no longer fit the index):
 # batch and eval stop after STOP_AFTER of one kind in a row instead of paying retries and timeouts per row.
-SYSTEMIC_REASONS = frozenset({"auth", "connect", "timeout", "not_found"})
+SYSTEMIC_REASONS = frozenset({"auth", "connect", "timeout", "not_found", "dimension"})
 STOP_AFTER = 3
 
 

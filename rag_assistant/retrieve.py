@@ -15,6 +15,7 @@ from rag_assistant.index.embedding import Embedder, get_embedder
 from rag_assistant.index.keyword import KeywordSearch
 from rag_assistant.index.reader import IndexReader
 from rag_assistant.index.store import ChunkHit, paper_of
+from rag_assistant.text import plural
 
 
 @dataclass
@@ -143,6 +144,7 @@ class Retriever:
         self.settings = settings
         self.reader = reader if reader is not None else IndexReader(settings)
         self._embedder = embedder
+        self.hidden = 0  # papers the last search left out: stored in part by an unfinished ingest
 
     @property
     def embedder(self) -> Embedder:
@@ -182,8 +184,10 @@ class Retriever:
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
         info = self.reader.checked_info()
         hidden = self.reader.hidden(info)  # half-written by an ingest that was killed or still runs
+        self.hidden = len(hidden)
         n = depth or max(self.settings.candidates, 4 * k)
         vector = self.embedder.embed_cached([query])[0]  # answering embeds the question again: cached
+        self.embedder.check_dimension(len(vector), self.reader.dimension())  # a swapped server model
         dense = self.reader.query(vector.tolist(), n, exclude=hidden)
         lexical = self.keyword.query(query, n, exclude=hidden)
         aggs = self._rank(dense, lexical)
@@ -196,6 +200,16 @@ class Retriever:
             for pid, agg in aggs.items():  # dense_score stays the question's own cosine (abstention reads it)
                 agg.dense = first.get(pid)
         return self._sources(aggs, dense, k)
+
+    def search_warnings(self) -> list[str]:
+        """What the last search's results lack: papers of an ingest that was interrupted (or still runs)."""
+        if not self.hidden:
+            return []
+        return [
+            f"an ingest is incomplete: {plural(self.hidden, 'paper')} it stored in part "
+            f"{'is' if self.hidden == 1 else 'are'} hidden from search until `rag-assistant ingest` completes "
+            f"{'it' if self.hidden == 1 else 'them'} (unless an ingest is still running)"
+        ]
 
     def _rank(self, dense: list[ChunkHit], lexical: list[tuple[str, float]]) -> dict[str, _Agg]:
         """Paper id -> its evidence and fused score."""
@@ -224,7 +238,9 @@ class Retriever:
         if self.reader.empty():
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
         hidden = self.reader.hidden(self.reader.checked_info())
+        self.hidden = len(hidden)
         vector = self.embedder.embed_cached([query])[0]
+        self.embedder.check_dimension(len(vector), self.reader.dimension())
         dense = self.reader.query(vector.tolist(), depth, exclude=hidden)
         lexical = self.keyword.query(query, depth, exclude=hidden)
         aggs = self._rank(dense, lexical)

@@ -99,3 +99,8 @@ def clean_markup(text: str) -> str:
         return text
     text = _MATH.sub(_latex_segment, text)
     return _EMPHASIS.sub(r"\2", text)
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """`1 paper`, `2 papers`, `0 papers` (`nouns` for an irregular plural)."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"

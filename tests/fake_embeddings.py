@@ -6,6 +6,7 @@ empty, ``rule(n, request)`` (n counts requests from 1) may return a step, else t
 Vectors are hashed bags of words (similar texts get similar vectors, so retrieval works), scaled so they are
 not unit length, and answered in reverse order with their `index` (a client must sort by it).
 ``per_token=True`` answers one vector per word, like llama-cpp-python's server with a model without pooling.
+``dim`` (settable while it runs) is the length of its vectors: another model behind the same name.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ EmbedStep = Status | Drop | None
 Rule = Callable[[int, dict[str, Any]], EmbedStep]
 
 
-def fake_vector(text: str) -> list[float]:
+def fake_vector(text: str, dim: int = DIM) -> list[float]:
     """Hashed bag of words, never unit length."""
-    vector = [0.05] * DIM
+    vector = [0.05] * dim
     for word in re.findall(r"\w+", text.lower()):
-        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % DIM] += 3.0
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % dim] += 3.0
     return vector
 
 
@@ -82,10 +83,13 @@ class _Server(ThreadingHTTPServer):
 class FakeEmbeddingServer:
     """Scripted `/v1/embeddings` on 127.0.0.1:<free port>; `api_key` set = other keys get HTTP 401."""
 
-    def __init__(self, rule: Rule | None = None, api_key: str | None = None, per_token: bool = False) -> None:
+    def __init__(
+        self, rule: Rule | None = None, api_key: str | None = None, per_token: bool = False, dim: int = DIM
+    ) -> None:
         self.rule = rule
         self.api_key = api_key
         self.per_token = per_token
+        self.dim = dim
         self._queue: deque[EmbedStep] = deque()
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -120,9 +124,9 @@ class FakeEmbeddingServer:
     def answer(self, req: dict[str, Any]) -> dict[str, Any]:
         inputs = _inputs(req)
         if self.per_token:
-            vectors: list[Any] = [[fake_vector(w) for w in text.split()] for text in inputs]
+            vectors: list[Any] = [[fake_vector(w, self.dim) for w in text.split()] for text in inputs]
         else:
-            vectors = [fake_vector(text) for text in inputs]
+            vectors = [fake_vector(text, self.dim) for text in inputs]
         data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)][::-1]
         return {
             "object": "list",

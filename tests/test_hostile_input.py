@@ -108,7 +108,7 @@ def test_abstract_size_limit_is_a_setting(cli, tmp_path: Path) -> None:
     assert refused.returncode == 2
     assert f"{path}:1: abstract is 29,999 characters, over the limit of 20,000" in refused.stderr
     accepted = cli("ingest", str(path), env={"RAG_ASSISTANT_MAX_ABSTRACT_CHARS": "40000"})
-    assert accepted.returncode == 0 and "Ingested 1 papers" in accepted.stdout, accepted.stderr
+    assert accepted.returncode == 0 and "Ingested 1 paper from 1 file:" in accepted.stdout, accepted.stderr
 
 
 def test_duplicate_id_error_names_file_and_line_with_absolute_paths(cli, tmp_path: Path, monkeypatch) -> None:

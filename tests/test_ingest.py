@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kill_helpers import kill_at, start_ingest
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.index.chunking import chunk_paper, token_counter
 from rag_assistant.index.embedding import get_tokenizer
-from rag_assistant.index.ingest import ingest_papers
+from rag_assistant.index.ingest import EMBED_BATCH, ingest_papers
 from rag_assistant.index.keyword import KeywordIndex
 from rag_assistant.index.state import keyword_dir
 from rag_assistant.index.store import ChromaStore, open_store
@@ -116,22 +116,9 @@ def test_sigkill_halfway_then_rerun_leaves_complete_index(tmp_path: Path, data_d
     settings = Settings()
     expected = _expected_chunks(corpus, settings)
     exe = Path(sys.executable).with_name("rag-assistant")
-    proc = subprocess.Popen(
-        [str(exe), "ingest", str(corpus)],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=os.environ.copy(),
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith("embedded "):
-            done, total = map(int, line.split()[1].split("/"))
-            assert done < total
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait(30)
-    assert proc.returncode == -signal.SIGKILL
+    # killed while it waits after its first written step of the shipped size: the rest is not stored
+    code = kill_at(start_ingest(corpus, EMBED_BATCH), signal.SIGKILL, lambda done, total: done < total)
+    assert code == -signal.SIGKILL
 
     partial = open_store(settings).count()
     assert 0 < partial < expected
@@ -187,3 +174,17 @@ def test_overlapping_corpus_reuses_stored_vectors(tmp_path: Path, monkeypatch: p
     assert open_store(settings).count() == 2 * report.chunks_added
     hit = Retriever(settings).search(records[1]["abstract"][:120], 3)[0]
     assert {hit.paper_id, *hit.duplicates} == {records[1]["id"], "copy-" + records[1]["id"]}
+
+
+def test_counts_are_pluralised_in_ingest_and_stats(cli, tmp_path: Path) -> None:  # noqa: ANN001
+    one = _write_jsonl(tmp_path / "one.jsonl", [{"id": "g1", "abstract": "Graph neural networks for proteins."}])
+    ingested = cli("ingest", str(one))
+    assert ingested.returncode == 0, ingested.stderr
+    line = "Ingested 1 paper from 1 file: 1 new, 0 changed, 0 unchanged, 0 removed; 1 new chunk, 0 deleted in "
+    assert line in ingested.stdout
+    shown = cli("stats").stdout
+    assert "papers: 1 searchable\n" in shown and "  one.jsonl: 1 paper\n" in shown
+    assert "chunking: <= 254 tokens, 0 sentences of overlap\n" in shown
+    two = _write_jsonl(tmp_path / "two.jsonl", [{"id": f"t{i}", "abstract": f"Topic {i} of caches."} for i in (1, 2)])
+    again = cli("ingest", str(one), str(two))
+    assert "Ingested 3 papers from 2 files: 2 new, 0 changed, 1 unchanged, 0 removed; 2 new chunks, " in again.stdout

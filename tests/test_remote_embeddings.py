@@ -188,7 +188,9 @@ def test_fault_mid_ingest_hides_half_written_papers_and_a_rerun_completes(monkey
         found = {s.paper_id for q in queries for s in Retriever(settings).search(q, 8)}
         assert found and not found & partial  # half-written papers are hidden
         report = ingest_mod.ingest_papers(papers, settings)
-        assert report.unchanged == 3 and report.new + report.changed == len(papers) - 3
+        # what the faulted run stored whole is kept; the papers it stored in part are completed
+        assert report.unchanged >= 3 and report.resumed == len(partial) and report.changed == 0
+        assert report.unchanged + report.resumed + report.new == len(papers)
     assert all(have == total for have, total in stored_chunks(settings).values())
     assert len(stored_chunks(settings)) == len(papers)
 
@@ -227,3 +229,117 @@ def test_the_embedding_servers_key_and_url_credentials_are_masked_like_the_llms(
     secrets = secrets_of(settings)
     line = scrub("failed: emb-key-1234567 at http://user:pass-98765@emb.local/v1?token=tok-555", secrets)
     assert all(s not in line for s in ("emb-key-1234567", "pass-98765", "tok-555"))
+
+
+def _corpus(path: Path, texts: list[str], prefix: str = "p") -> Path:
+    rows = [
+        {"id": f"{prefix}{i}", "title": f"Paper {i}", "abstract": f"{t.capitalize()} for inference."}
+        for i, t in enumerate(texts)
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("command", ["search", "ask", "ingest"])
+def test_a_server_whose_vectors_changed_length_is_one_line_and_exit_3(command: str, cli, tmp_path: Path) -> None:  # noqa: ANN001
+    """The server now runs another model under the same name: every vector it returns is checked against the
+    index's length, at question time as at ingest, and nothing is written."""
+    corpus = _corpus(tmp_path / "papers.jsonl", TEXTS)
+    env = {"RAG_ASSISTANT_EMBEDDING_API_MODEL": MODEL}
+    with FakeEmbeddingServer() as srv:
+        remote = ("--embedding-base-url", srv.base_url)
+        assert cli(*remote, "ingest", str(corpus), env=env).returncode == 0
+        before = json.loads(cli(*remote, "stats", "--json", env=env).stdout)
+        srv.dim = 64
+        more = _corpus(tmp_path / "more.jsonl", ["entirely new topic", "another new topic"], "q")
+        args = ("ingest", str(more)) if command == "ingest" else (command, "key cache offloading")
+        result = cli(*remote, *args, env=env)
+        after = json.loads(cli(*remote, "stats", "--json", env=env).stdout)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 3, result.stderr
+    assert [line.split(":")[0] for line in lines] == ["error", "hint"], result.stderr
+    assert f"embedding server at {srv.base_url} returns 64-dimensional vectors" in lines[0]
+    assert "the index holds 48-dimensional ones" in lines[0]
+    assert (after["papers"], after["chunks"]) == (before["papers"], before["chunks"]) == (len(TEXTS), len(TEXTS))
+    assert after["papers_without_sentence_vectors"] == 0  # no sentence vectors of the other length either
+
+
+def test_vectors_of_two_lengths_in_one_response_are_one_error() -> None:
+    body = {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": fake_vector(t, 48 + i)} for i, t in enumerate(TEXTS[:2])
+        ],
+        "model": MODEL,
+    }
+    with FakeEmbeddingServer() as srv:
+        srv.script(status(200, body=body))
+        with pytest.raises(EmbeddingError, match="vectors of different lengths") as err:
+            embedder(srv).embed(TEXTS[:2])
+    assert err.value.reason == "malformed" and err.value.exit_code == 3
+
+
+def _without_rows(settings: Settings, ids: list[str]) -> list[str]:
+    """The searchable papers among `ids` that have no sentence vectors in the sidecar (read directly)."""
+    from rag_assistant.index.sentences import SentenceStore, sidecar_path, signature
+    from rag_assistant.index.state import recorded_chunking
+    from rag_assistant.index.store import open_store
+
+    store = open_store(settings)
+    complete = [pid for pid, state in store.paper_states(ids).items() if state.complete]
+    papers = store.papers(complete)
+    chunking = recorded_chunking(store.get_info(), store.count)
+    if not papers or chunking is None:
+        return []
+    have = SentenceStore(sidecar_path(settings)).get(list(papers.values()), signature(settings, chunking))
+    return sorted(set(papers) - set(have))
+
+
+def test_interrupted_remote_ingest_never_leaves_papers_without_sentence_vectors_unreported(
+    cli,  # noqa: ANN001
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A remote embedder's sentence vectors are its sentences embedded standalone. A fault while they are embedded
+    leaves no searchable paper without them (they are embedded in the step that stores their paper, before its
+    chunks); papers that lack them anyway (an index another client of a shared Chroma server filled) are counted
+    by `stats` and stored by the next ingest."""
+    import rag_assistant.index.ingest as ingest_mod
+
+    monkeypatch.setattr(ingest_mod, "EMBED_BATCH", 2)  # steps of two papers (one chunk each)
+    corpus = _corpus(tmp_path / "papers.jsonl", TEXTS)
+    ids = [f"p{i}" for i in range(len(TEXTS))]
+    broken = {"on": True}
+
+    def rule(n: int, req: dict) -> object:  # the longest paper's sentence fails: its step comes last
+        return status(400) if broken["on"] and "Safety of fine-tuned deltas for inference." in req["input"] else None
+
+    env = {"RAG_ASSISTANT_EMBEDDING_API_MODEL": MODEL}
+    with FakeEmbeddingServer(rule=rule) as srv:  # type: ignore[arg-type]
+        remote = ("--embedding-base-url", srv.base_url)
+        settings = remote_settings(srv, embedding_max_retries=0)
+
+        def stats() -> dict:
+            return json.loads(cli(*remote, "stats", "--json", env=env).stdout)
+
+        with pytest.raises(EmbeddingError, match="HTTP 400"):
+            ingest_mod.ingest_papers(load_corpus([corpus]).papers, settings)
+        assert stats()["papers"] >= 2  # the steps before the fault were stored
+        assert stats()["papers_without_sentence_vectors"] == len(_without_rows(settings, ids)) == 0
+        broken["on"] = False
+        assert cli(*remote, "ingest", str(corpus), env=env).returncode == 0
+        assert stats()["papers"] == len(TEXTS) and not _without_rows(settings, ids)
+
+        import sqlite3
+
+        from rag_assistant.index.sentences import sidecar_path
+
+        with sqlite3.connect(sidecar_path(settings)) as db:  # as if another client had ingested these two
+            db.execute("DELETE FROM sentences WHERE paper_id IN ('p1', 'p3')")
+        assert stats()["papers_without_sentence_vectors"] == 2 and _without_rows(settings, ids) == ["p1", "p3"]
+        shown = cli(*remote, "stats", env=env).stdout
+        assert "sentence vectors: 2 papers without stored ones" in shown and "the next `rag-assistant ingest`" in shown
+        again = cli(*remote, "ingest", str(corpus), "--json", env=env)
+        report = json.loads(again.stdout)
+        assert (report["unchanged"], report["chunks_added"], report["sentence_papers"]) == (len(TEXTS), 0, 2)
+        assert stats()["papers_without_sentence_vectors"] == 0 and not _without_rows(settings, ids)

@@ -116,6 +116,7 @@ class AnswerChain:
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
             sources = self._retrieve(query, plan, k)
+            notes += self.retriever.search_warnings()
         answer.sources = [s.as_dict() for s in sources[: plan.max_papers if plan.survey else len(sources)]]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 

@@ -12,6 +12,7 @@ import typer
 from rag_assistant.cli.common import err, out, print_json, settings_from
 from rag_assistant.cli.progress import ProgressBar
 from rag_assistant.cli.safe import safe, tag
+from rag_assistant.text import plural
 
 
 def ingest(
@@ -59,11 +60,13 @@ def ingest(
         print_json(result.as_dict())
     else:
         reused = report.chunks_added - report.chunks_embedded
+        resumed = f"{report.resumed} resumed (completed from an interrupted ingest), " if report.resumed else ""
         out().print(
-            f"Ingested {report.papers} papers from {len(result.loaded.files)} file(s): {report.new} new, "
-            f"{report.changed} changed, {report.unchanged} unchanged, {report.removed} removed; "
-            f"{report.chunks_added} new chunks{f' ({reused} with a stored vector reused)' if reused else ''}, "
-            f"{report.chunks_deleted} deleted in {report.seconds:.1f}s."
+            f"Ingested {plural(report.papers, 'paper')} from {plural(len(result.loaded.files), 'file')}: "
+            f"{report.new} new, {resumed}{report.changed} changed, {report.unchanged} unchanged, "
+            f"{report.removed} removed; {plural(report.chunks_added, 'new chunk')}"
+            f"{f' ({reused} with a stored vector reused)' if reused else ''}, {report.chunks_deleted} deleted in "
+            f"{report.seconds:.1f}s."
         )
     if result.loaded.errors:  # --skip-bad skipped some input: scripts can tell, --json or not
         raise typer.Exit(1)
@@ -104,7 +107,10 @@ def search(
     query, notes = check_question(query, settings.max_question_chars)  # refused and cut as `ask` does
     for line in notes:
         err().print(f"[yellow]warning:[/] {safe(line)}")
-    sources = Warmup(settings).retriever().search(query, settings.top_k)
+    retriever = Warmup(settings).retriever()
+    sources = retriever.search(query, settings.top_k)
+    for line in retriever.search_warnings():
+        err().print(f"[yellow]warning:[/] {safe(line)}")
     if as_json:
         print_json([s.as_dict() for s in sources])
         return
@@ -134,15 +140,24 @@ def stats(
         print_json(data)
         return
     for key, value in data.items():
-        if key == "unfinished_papers":
+        if key == "papers":
+            pending = data["unfinished_papers"]
+            out().print(f"papers: {value} searchable{f', {pending} pending (incomplete ingest)' if pending else ''}")
+        elif key == "unfinished_papers":
             if value:
                 out().print(
-                    f"[yellow]incomplete ingest:[/] {value} papers pending (hidden from search) — "
+                    f"[yellow]incomplete ingest:[/] {plural(value, 'paper')} pending (hidden from search) — "
                     "run `rag-assistant ingest` again, unless one is still running"
+                )
+        elif key == "papers_without_sentence_vectors":
+            if value:
+                out().print(
+                    f"[yellow]sentence vectors:[/] {plural(value, 'paper')} without stored ones (answers compute "
+                    "them each time) — the next `rag-assistant ingest` stores them"
                 )
         elif key == "sources":
             for name, n in value.items():
-                out().print(f"  {safe(name)}: {n} papers")
+                out().print(f"  {safe(name)}: {plural(n, 'paper')}")
         else:
             out().print(f"{key}: {safe(value)}")
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, NamedTuple
 
+from rag_assistant.errors import EmbeddingError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -92,6 +94,22 @@ class BaseEmbedder:
             total[empty] = self.embed([layout.sentences[i] for i in empty])
             norms[empty] = 1.0
         return total / norms[:, None]
+
+    @property
+    def where(self) -> str:
+        """How messages name this embedder."""
+        return f"the embedding model {self.name}"
+
+    def check_dimension(self, dim: int, index_dim: int | None) -> None:
+        """EmbeddingError unless `dim` is the length of the index's vectors (None: an empty index). Chroma would
+        refuse a vector of another length with a long traceback; this names the cause in one line."""
+        if index_dim is not None and dim != index_dim:
+            raise EmbeddingError(
+                f"{self.where} returns {dim}-dimensional vectors, but the index holds {index_dim}-dimensional ones",
+                "the model behind it changed: embed with the model the index was built with, or ingest into a new "
+                "--data-dir or collection",
+                reason="dimension",
+            )
 
     @property
     def dimension(self) -> int:

@@ -34,6 +34,7 @@ class IndexReader:
         self._keyword: KeywordSearch | None = None
         self._sentences: SentenceReader | None = None
         self._seen_chunks = False
+        self._dimension: int | None = None
 
     def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
         """The `n` chunks nearest to `embedding`, papers in `exclude` left out before ranking."""
@@ -77,6 +78,16 @@ class IndexReader:
     def sources(self) -> dict[str, int]:
         """File name -> number of papers from it."""
         return self._store.sources()
+
+    def stored_papers(self) -> list[Paper]:
+        """Every paper whose first chunk is stored (hidden ones too: see `hidden`)."""
+        return list(self._store.iter_papers())
+
+    def dimension(self) -> int | None:
+        """The length of the index's vectors (None: empty), read once non-empty: what question vectors must have."""
+        if self._dimension is None:
+            self._dimension = self._store.dimension()
+        return self._dimension
 
     def info(self) -> dict[str, Any]:
         """The store's info (model, chunking, revision, pending ingests), read afresh."""

@@ -79,6 +79,10 @@ class RemoteEmbedder(BaseEmbedder):
         return self._client
 
     @property
+    def where(self) -> str:
+        return f"the embedding server at {self.url}"
+
+    @property
     def dimension(self) -> int:
         if self._dimension is None:
             self.embed(["dimension"])

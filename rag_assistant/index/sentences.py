@@ -8,11 +8,13 @@ index's model signature, its chunking and that kind, so vectors of another model
 the row's digest covers the title (it prefixes every chunk), the text and a fingerprint of the sentence
 splitter, so a changed paper or a changed splitter misses and is recomputed. Vectors are float16 (n x dim).
 
-Written only by ingest (`SentenceIngest`): rows of new and changed papers from the chunk pass, of unchanged
-papers that have none (a backfill: an index from before this file, or a kill), and deleted with their papers.
-The row is written independently of the chunks; whatever a kill leaves is either a row that matches the stored
-paper or a row that misses. The read side (`SentenceReader`) opens the file read-only (never creates it),
-computes what it lacks with the same embedder call and keeps those in memory only."""
+Written only by ingest (`SentenceIngest`): rows of new, changed and resumed papers in the chunk pass
+(`SentencePass`), each in the step that stores its paper and before that step's chunks, so a stored paper has
+its row whatever kills the ingest; rows of unchanged papers that have none (a backfill: an index from before
+this file, papers another client of a shared Chroma server ingested); deleted with their papers. Whatever a kill
+leaves is a row that matches the stored paper, a row of a paper not stored yet, or a row that misses. The read
+side (`SentenceReader`) opens the file read-only (never creates it), computes what it lacks with the same
+embedder call and keeps those in memory only."""
 
 from __future__ import annotations
 
@@ -123,6 +125,22 @@ def compute(layouts: list[SentenceLayout], embedder: BaseEmbedder) -> list[Any]:
     """The sentence vectors of these papers' layouts (float32, n x dim each): the one computation behind
     ingest's backfill and the read side's fallback (ingest's main pass pools the same way, from its chunk pass)."""
     return embedder.sentence_vectors(layouts)
+
+
+def stored_digests(settings: Settings, chunking: tuple[int, int]) -> set[str] | None:
+    """The digests the sidecar holds vectors for under the signature these settings read, opened read-only
+    (none without a sidecar); None when it cannot be read."""
+    path = sidecar_path(settings)
+    if not path.is_file():
+        return set()
+    try:
+        store = SentenceStore(path, readonly=True)
+        try:
+            return store.digests(signature(settings, chunking))
+        finally:
+            store.close()
+    except sqlite3.Error:  # damaged, or locked past the timeout by an ingest's write
+        return None
 
 
 class SentenceStore:
@@ -262,12 +280,9 @@ class SentenceIngest:
         self.store.put(rows, self.sig)
         self.written += len(rows)
 
-    def chunk_pass(self, papers: Sequence[Paper]) -> PooledPass | None:
-        """A stand-in for the embedder in ingest's chunk pass that also writes the sentence vectors of `papers`
-        (their chunk texts must all go through it); None when the embedder has no token states."""
-        if not papers or not self.embedder.pools_tokens or not usable(self.settings, self.embedder):
-            return None
-        return PooledPass(self, {p.paper_id: (p, layout(p, self.count, self.chunking)) for p in papers})
+    def chunk_pass(self, papers: Sequence[Paper]) -> SentencePass:
+        """The chunk pass of an ingest, which also computes the sentence vectors of `papers` (see SentencePass)."""
+        return SentencePass(self, papers)
 
     def missing(self, papers: Sequence[Paper]) -> list[Paper]:
         """The papers without a matching row."""
@@ -297,40 +312,61 @@ class SentenceIngest:
         self.store.close()
 
 
-class PooledPass:
-    """Embeds chunk texts like the embedder (`embed`), reading the token states of each sentence's span from
-    the same run; a paper's sentence vectors are pooled and written once all its chunks went through."""
+class SentencePass:
+    """Ingest's chunk pass, a step at a time: embeds a step's chunk texts like the embedder (`embed`) and gives
+    the sentence vectors of the papers the step completes (`complete`), which ingest writes before it stores the
+    step's chunks. Pooled from the token states of the chunk texts when the embedder has them (so every chunk of
+    a paper that needs vectors goes through `embed`, one with a stored vector too: `needs`), else each sentence
+    embedded standalone. Nothing is computed when the embedder does not make the kind the signature names (onnx
+    fell back to torch): the read side computes those."""
 
-    def __init__(self, owner: SentenceIngest, layouts: dict[str, tuple[Paper, SentenceLayout]]) -> None:
-        self.owner, self.layouts = owner, layouts
-        self.where: dict[str, list[tuple[str, int]]] = {}  # chunk text -> (paper id, chunk index) holding it
+    def __init__(self, owner: SentenceIngest, papers: Sequence[Paper]) -> None:
+        self.owner = owner
+        active = bool(papers) and usable(owner.settings, owner.embedder)  # nothing to compute: no model loaded
+        self.pooled = active and owner.embedder.pools_tokens
+        lay = {p.paper_id: (p, layout(p, owner.count, owner.chunking)) for p in papers} if active else {}
+        self.layouts: dict[str, tuple[Paper, SentenceLayout]] = lay
+        self.where: dict[str, list[tuple[str, int]]] = {}  # chunk text -> (paper id, chunk index) to pool from it
         self.sums: dict[str, list[Any]] = {}
-        for pid, (_, lay) in layouts.items():
-            for i, text in enumerate(lay.chunks):
+        for pid, (_, paper_layout) in self.layouts.items() if self.pooled else ():
+            for i, text in enumerate(paper_layout.chunks):
                 self.where.setdefault(text, []).append((pid, i))
-            self.sums[pid] = [None] * len(lay.chunks)
-        self._finish([pid for pid, (_, lay) in layouts.items() if not lay.chunks])
+            self.sums[pid] = [None] * len(paper_layout.chunks)
 
-    def embed(self, texts: list[str]) -> Any:
-        """The chunk vectors, as `embed` gives them."""
-        wanted = [
-            sorted({s[:2] for pid, i in self.where.get(t, []) for s in self.layouts[pid][1].spans[i]}) for t in texts
-        ]
-        vectors, sums = self.owner.embedder.embed_spans(texts, wanted)
-        done = []
-        for text, spans, rows in zip(texts, wanted, sums, strict=True):
-            for pid, i in self.where.pop(text, []):
-                if pid in self.sums and self.sums[pid][i] is None:
-                    self.sums[pid][i] = rows[[spans.index(s[:2]) for s in self.layouts[pid][1].spans[i]]]
-                    if all(x is not None for x in self.sums[pid]):
-                        done.append(pid)
-        self._finish(done)
-        return vectors
+    @property
+    def embedder(self) -> BaseEmbedder:
+        return self.owner.embedder
 
-    def _finish(self, paper_ids: list[str]) -> None:
-        rows = []
-        for pid in paper_ids:
-            paper, lay = self.layouts.pop(pid)
-            rows.append((paper, self.owner.embedder.pool_sentences(lay, self.sums.pop(pid))))
+    def write(self, rows: list[tuple[Paper, Any]]) -> None:
         if rows:
             self.owner.write(rows)
+
+    def needs(self, text: str) -> bool:
+        """Whether this chunk text must be encoded even if its vector is stored: a paper pools from it."""
+        return text in self.where
+
+    def embed(self, texts: list[str]) -> Any:
+        """The vectors of these chunk texts, as the embedder's `embed` gives them."""
+        if not self.pooled:
+            return self.owner.embedder.embed(texts)
+        lay = self.layouts
+        places = [[(pid, i) for pid, i in self.where.pop(t, []) if pid in lay] for t in texts]
+        wanted = [sorted({s[:2] for pid, i in here for s in lay[pid][1].spans[i]}) for here in places]
+        vectors, sums = self.owner.embedder.embed_spans(texts, wanted)
+        for here, own, rows in zip(places, wanted, sums, strict=True):
+            for pid, i in here:
+                self.sums[pid][i] = rows[[own.index(s[:2]) for s in lay[pid][1].spans[i]]]
+        return vectors
+
+    def complete(self, papers: Sequence[Paper]) -> list[tuple[Paper, Any]]:
+        """The sentence vectors of those of `papers` that need them, once all their chunks went through `embed`
+        (a paper some chunk of which did not is left to the backfill)."""
+        done = [self.layouts.pop(p.paper_id) for p in papers if p.paper_id in self.layouts]
+        if not done:
+            return []
+        if self.pooled:
+            done = [(p, lay) for p, lay in done if all(x is not None for x in self.sums[p.paper_id])]
+            vectors = [self.owner.embedder.pool_sentences(lay, self.sums.pop(p.paper_id)) for p, lay in done]
+        else:
+            vectors = compute([lay for _, lay in done], self.owner.embedder)
+        return list(zip((p for p, _ in done), vectors, strict=True))

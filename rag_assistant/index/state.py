@@ -12,6 +12,7 @@ from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError
 from rag_assistant.index.remote_embedding import remote_signature
 from rag_assistant.index.store import StoreReader
+from rag_assistant.text import plural
 
 INT8_MARK = " (int8)"  # model signature suffix of indexes embedded by the onnx-int8 backend
 LEGACY_CHUNKING = (200, 1)  # indexes made before the chunking was recorded were all cut this way
@@ -80,6 +81,7 @@ def index_chunking(info: dict[str, Any], store: StoreReader, settings: Settings)
     if built == wanted or not asked:
         return built, None
     return built, (
-        f"this index cuts abstracts into chunks of <= {built[0]} tokens with {built[1]} sentence(s) of overlap; "
-        f"the chunk settings apply to new indexes (ingest into another --collection or --data-dir to re-chunk)"
+        f"this index cuts abstracts into chunks of <= {built[0]} tokens with {plural(built[1], 'sentence')} of "
+        "overlap; the chunk settings apply to new indexes (ingest into another --collection or --data-dir to "
+        "re-chunk)"
     )

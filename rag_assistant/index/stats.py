@@ -1,35 +1,57 @@
-"""What `rag-assistant stats` reports, as data: what the index holds, where it lives, how it was made, and the
-state of its keyword index and of interrupted ingests. Read through the read-only face."""
+"""What `rag-assistant stats` reports, as data: what the index holds (the papers search sees, and those an
+interrupted ingest left pending), where it lives, how it was made, and the state of its keyword index and of the
+sentence vectors. Read through the read-only face."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from rag_assistant.config import Settings
+from rag_assistant.corpus.models import Paper
 from rag_assistant.index.reader import IndexReader
-from rag_assistant.index.state import recorded_chunking
+from rag_assistant.index.sentences import digest, stored_digests
+from rag_assistant.index.state import model_signature, recorded_chunking
+from rag_assistant.text import plural
 
 KEYWORD_CURRENT = "current"
 KEYWORD_STALE = "stale (searches rebuild it in memory until the next ingest)"  # index/reader.py says why
 
 
 def index_stats(settings: Settings, reader: IndexReader | None = None) -> dict[str, Any]:
-    """data_dir, store, collection, papers, chunks, sources (file -> papers), embedding_model, chunking,
-    keyword_index, unfinished_papers (hidden from search until ingested again), in this order."""
+    """data_dir, store, collection, papers (searchable), chunks, sources (file -> searchable papers),
+    embedding_model, chunking, keyword_index, unfinished_papers (pending: stored in part by an interrupted or
+    running ingest, hidden from search until an ingest completes them), papers_without_sentence_vectors
+    (searchable papers whose sentence vectors are not stored: the next ingest stores them; None when these
+    settings do not read the index's), in this order."""
     reader = reader if reader is not None else IndexReader(settings)
     info = reader.info()
-    sources = reader.sources()
+    hidden = reader.hidden(info)
+    papers = [p for p in reader.stored_papers() if p.paper_id not in hidden]
     chunks = reader.count()
     chunking = recorded_chunking(info, lambda: chunks)
     return {
         "data_dir": str(settings.data_dir),
         "store": settings.chroma_url or str(settings.chroma_dir),
         "collection": settings.collection,
-        "papers": sum(sources.values()),
+        "papers": len(papers),
         "chunks": chunks,
-        "sources": sources,
+        "sources": dict(Counter(p.source for p in papers)),
         "embedding_model": info.get("embedding_model"),
-        "chunking": f"<= {chunking[0]} tokens, {chunking[1]} sentence(s) of overlap" if chunking else None,
+        "chunking": f"<= {chunking[0]} tokens, {plural(chunking[1], 'sentence')} of overlap" if chunking else None,
         "keyword_index": KEYWORD_CURRENT if reader.keyword_current(info) else KEYWORD_STALE,
-        "unfinished_papers": len(reader.hidden(info)),
+        "unfinished_papers": len(hidden),
+        "papers_without_sentence_vectors": _without_sentence_vectors(settings, info, chunking, papers),
     }
+
+
+def _without_sentence_vectors(
+    settings: Settings, info: dict[str, Any], chunking: tuple[int, int] | None, papers: list[Paper]
+) -> int | None:
+    """How many of `papers` have no sentence vectors in the sidecar (answers compute theirs on every run)."""
+    if not papers or chunking is None:
+        return 0
+    if info.get("embedding_model") != model_signature(settings):  # another model: it would read other rows
+        return None
+    have = stored_digests(settings, chunking)
+    return None if have is None else sum(digest(p) not in have for p in papers)

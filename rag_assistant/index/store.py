@@ -61,6 +61,10 @@ class StoreReader(Protocol):
 
     def count(self) -> int: ...
 
+    def dimension(self) -> int | None: ...
+
+    def iter_papers(self) -> Iterator[Paper]: ...
+
     def sources(self) -> dict[str, int]: ...
 
     def get_info(self) -> dict[str, Any]: ...
@@ -287,17 +291,25 @@ class ChromaStore:
     def count(self) -> int:
         return int(self.collection.count())
 
-    def sources(self) -> dict[str, int]:
-        """File name -> number of papers from it (read from each paper's first chunk)."""
-        out: dict[str, int] = {}
+    def dimension(self) -> int | None:
+        """The length of the stored vectors (None: nothing stored): what question and chunk vectors must have."""
+        res = self.collection.get(limit=1, include=["embeddings"])
+        vectors = res["embeddings"] if res["embeddings"] is not None else []
+        return len(vectors[0]) if len(vectors) else None
+
+    def iter_papers(self) -> Iterator[Paper]:
+        """Every paper whose first chunk is stored, read from that chunk, paged."""
         step, offset = 5000, 0
         while True:
             res = self.collection.get(where={"chunk_index": 0}, include=["metadatas"], limit=step, offset=offset)
             if not res["ids"]:
-                return out
-            for meta in res["metadatas"] or []:
-                out[str(meta.get("source", ""))] = out.get(str(meta.get("source", "")), 0) + 1
+                return
+            yield from (metadata_to_paper(dict(meta)) for meta in res["metadatas"] or [])
             offset += len(res["ids"])
+
+    def sources(self) -> dict[str, int]:
+        """File name -> number of papers from it (read from each paper's first chunk)."""
+        return dict(Counter(paper.source for paper in self.iter_papers()))
 
     def get_info(self) -> dict[str, Any]:
         # Read afresh: a long-lived client (chat) must see another process's ingest start and finish.
