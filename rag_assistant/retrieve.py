@@ -183,6 +183,7 @@ class Retriever:
         if self.reader.empty():
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
         info = self.reader.checked_info()
+        self.reader.catch_up(info)  # another process ingested since the last search: see what it wrote
         hidden = self.reader.hidden(info)  # half-written by an ingest that was killed or still runs
         self.hidden = len(hidden)
         n = depth or max(self.settings.candidates, 4 * k)

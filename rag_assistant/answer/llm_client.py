@@ -126,7 +126,7 @@ class LLMClient:
             if not response.choices:
                 raise ValueError("a completion without choices")
             return Completion(response.choices[0].message.content or "", _usage(response), _finish(response))
-        finish = None
+        finish, received, limit = None, 0, self.char_limit
         stream = self.client.post(
             "/chat/completions", body=body, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
         )
@@ -137,15 +137,24 @@ class LLMClient:
                 if delta:
                     parts.append(delta)
                     on_token(delta)
+                    received += len(delta)
+                    if received > limit:  # past what `bounded` keeps: stop reading (closing the connection)
+                        break
         return Completion("".join(parts), {}, finish)
+
+    @property
+    def char_limit(self) -> int:
+        """The most characters of a completion kept: a longer one ignored max_tokens. A streamed completion is
+        read no further, so it is bounded like a whole one in time as well as in length."""
+        return self.settings.llm_max_tokens * CHARS_PER_TOKEN_MAX
 
     def bounded(self, text: str, finish: str | None) -> tuple[str, list[str]]:
         """Cut a completion that ignored max_tokens, and say when the answer was truncated."""
         warnings = []
-        limit = self.settings.llm_max_tokens * CHARS_PER_TOKEN_MAX
+        limit = self.char_limit
         if len(text) > limit:
             warnings.append(
-                f"the completion had {len(text):,} characters, far more than llm_max_tokens "
+                f"the completion ran past {limit:,} characters, far more than llm_max_tokens "
                 f"({self.settings.llm_max_tokens}) allows: only the first {limit:,} were kept"
             )
             text, finish = text[:limit], "length"

@@ -68,6 +68,8 @@ def _answer(session: ChatSession, question: str) -> None:
     from rag_assistant.cli.render import render_answer, stream_answer
     from rag_assistant.errors import RagAssistantError
 
+    reader = session.chain.retriever.reader
+    reloads = reader.reloads
     try:
         if session.chain.mode == "llm" and out().is_terminal:
             answer = stream_answer(out(), lambda on_token: session.ask(question, on_token=on_token))
@@ -82,6 +84,8 @@ def _answer(session: ChatSession, question: str) -> None:
 
         report_error(exc)
         return
+    if reader.reloads != reloads:
+        out().print("[dim]the index changed since the chat last read it (an ingest ran): searched it as it is now[/]")
     render_answer(out(), answer)
 
 

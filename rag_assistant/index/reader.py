@@ -8,7 +8,13 @@ another client of a shared Chroma server ingested) is rebuilt in memory from the
 and left as it is on disk until the next ingest brings it up to date. Search stays complete and scores what an
 up-to-date index scores, at the cost of tokenizing every chunk once per process until then; `stats` reports the
 index as stale. Refusing to search instead would break search after every interrupted ingest, and repairing
-the files from a reader would race a running ingest writing them."""
+the files from a reader would race a running ingest writing them.
+
+A long-lived reader (chat) follows the store: an ingest changes the store's state marker (its revision when it
+starts writing, its pending runs when it settles), and `catch_up`, given the info each search reads anyway,
+reopens the store and drops the keyword index when the marker moved, so the next search loads what a new
+process would. The reopen is needed: an embedded Chroma client keeps the vectors it loaded and never sees
+another process's writes."""
 
 from __future__ import annotations
 
@@ -19,22 +25,45 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.embedder_base import BaseEmbedder
 from rag_assistant.index.keyword import KeywordIndex, KeywordSearch
-from rag_assistant.index.pending import unfinished_papers
+from rag_assistant.index.pending import pending_runs, unfinished_papers
 from rag_assistant.index.sentences import SentenceReader
 from rag_assistant.index.state import check_model, keyword_dir, keyword_revision, recorded_chunking, store_revision
-from rag_assistant.index.store import ChunkHit, StoreReader, open_store
+from rag_assistant.index.store import ChromaStore, ChunkHit, StoreReader, open_store
+
+
+def state_marker(info: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """What changes whenever an ingest changes what search sees: the revision and the pending runs."""
+    return store_revision(info), tuple(pending_runs(info))
 
 
 class IndexReader:
-    """The index the settings describe, opened for reading; `store` lets tests and benchmarks share one."""
+    """The index the settings describe, opened for reading; `store` lets tests and benchmarks share one (a
+    shared store is not reopened by `catch_up`: its owner does that)."""
 
     def __init__(self, settings: Settings, store: StoreReader | None = None) -> None:
         self.settings = settings
-        self._store: StoreReader = store if store is not None else open_store(settings, write=False)
+        self._owned: ChromaStore | None = None if store is not None else open_store(settings, write=False)
+        self._store: StoreReader = store if store is not None else self._owned
+        self._marker = state_marker(self._store.get_info())  # what the store held when opened
         self._keyword: KeywordSearch | None = None
         self._sentences: SentenceReader | None = None
         self._seen_chunks = False
         self._dimension: int | None = None
+        self.reloads = 0  # how often catch_up reloaded (chat says so)
+
+    def catch_up(self, info: dict[str, Any]) -> bool:
+        """Reload when the store's state marker in `info` moved since this reader loaded: another process
+        ingested (see the module docstring). Costs nothing when it did not; True when it reloaded."""
+        marker = state_marker(info)
+        if marker == self._marker:
+            return False
+        if self._owned is not None:
+            self._owned.close()
+            self._owned = open_store(self.settings, write=False)
+            self._store = self._owned
+        self._marker, self._keyword, self._seen_chunks = marker, None, False
+        self.reloads += 1
+        return True
 
     def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
         """The `n` chunks nearest to `embedding`, papers in `exclude` left out before ranking."""

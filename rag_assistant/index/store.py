@@ -318,6 +318,11 @@ class ChromaStore:
     def set_info(self, info: dict[str, Any]) -> None:
         self.collection.modify(metadata=info)
 
+    def close(self) -> None:
+        """Let go of the client. An embedded client keeps the vectors it loaded, once per process and data dir,
+        and never sees another process's writes; a new one opened after this does (IndexReader.catch_up)."""
+        self.client.close()
+
 
 def _states(rows: Iterable[tuple[str, Any]]) -> dict[str, PaperState]:
     """Group (chunk id, metadata) rows by paper; complete = one hash and all n_chunks chunks present."""
