@@ -11,13 +11,29 @@ from typing import Any
 # Abbreviations after which a period does not end a sentence.
 _ABBREV = r"(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Figs|Eq|Eqs|Sec|No|resp|approx|Dr|Mr|Ms|Prof|al)"
 _PROTECT = re.compile(rf"\b{_ABBREV}\.", re.IGNORECASE)
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?[A-Z0-9$\\*])")
+# Markup converted for citation checking keeps its marks (clean_markup(mark=True)), and they split as the markup
+# did: a sentence may start at an opening mark as at "$", "\\" or "*", and a closing mark after a full stop
+# holds the sentence together as the "$" or "*" did.
+_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?(?:[\ue000\ue002]|[A-Z0-9$\\*]))")
 _PLACEHOLDER = "\u2063"  # invisible separator, never in abstracts
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _WS = re.compile(r"\s+")
 # Characters that let text drive a terminal or reorder what the reader sees: C0 controls but tab and newline,
 # DEL, C1 controls, and the bidi embeddings/overrides/isolates ("Trojan Source"); for use inside [...].
 CONTROL_CHARS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+# Characters that show nothing but can split what the reader sees as one token ("[999:\u200b1]" reads "[999:1]"):
+# soft hyphen, zero-width spaces and joiners, bidi marks, embeddings and isolates, word joiner and invisible
+# operators, Hangul fillers, variation selectors, the byte order mark, tag characters.
+INVISIBLE = (
+    "\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164"
+    "\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e007f"
+)
+# Private-use characters that mark, while an answer's citations are checked, where converted markup starts and
+# ends: a `$...$` math span (MATH_*), other LaTeX and markdown emphasis (MARKUP_*). See clean_markup(mark=True);
+# never shown, and removed from any text before it is marked.
+MATH_OPEN, MATH_CLOSE, MARKUP_OPEN, MARKUP_CLOSE = "\ue000", "\ue001", "\ue002", "\ue003"
+_MARKS = MATH_OPEN + MATH_CLOSE + MARKUP_OPEN + MARKUP_CLOSE
+_HIDDEN = re.compile(f"[{INVISIBLE}{_MARKS}]")
 
 STOPWORDS = frozenset(
     """a an and are as at be been being but by can could do does did for from had has have how i in into is
@@ -67,7 +83,13 @@ def stems(text: str) -> list[str]:
     return stemmer.stemWords(words) if stemmer else [w[:6] for w in words]  # prefixes: a crude fallback
 
 
-_MATH = re.compile(r"(?<!\\)\$\$?[^$]{1,300}?(?<!\\)\$\$?|\\[A-Za-z]+\*?(?:\{[^{}$]*\})*")
+# `$...$` (or `$$...$$`) math, and LaTeX commands outside it. A `$` followed by a digit opens math only if its
+# closing `$` follows a non-space: "costs $5 [FAKE-1] and $10" holds two prices, not the math "5 [FAKE-1] and ".
+# \cite commands are left as written: a citation is for the citation check to resolve or remove, not "<cit.>".
+_MATH = re.compile(
+    r"(?<!\\)(\$\$?)(?!\d[^$]{0,300}?\s\$)[^$]{1,300}?(?<!\\)\1"
+    r"|\\(?!(?:no)?cite)[A-Za-z]+\*?(?:\{[^{}$]*\})*"
+)
 _EMPHASIS = re.compile(r"(?<![\w*])(\*\*|\*)(?=\S)([^*\n]{1,100}?)(?<=\S)\1(?![\w*])")
 
 
@@ -81,24 +103,40 @@ def _latex() -> Any:
     return LatexNodes2Text(math_mode="text", strict_latex_spaces=True)
 
 
-def _latex_segment(match: re.Match[str]) -> str:
+def _latex_segment(match: re.Match[str], mark: bool = False) -> str:
     segment = match.group(0)
     try:
         text = _latex().latex_to_text(segment)
     except Exception:  # pylatexenc rejects some malformed input; the raw text is still readable
         return segment
-    return " ".join(text.split()) or segment
+    text = " ".join(text.split()) or segment
+    if not mark:
+        return text
+    return f"{MATH_OPEN}{text}{MATH_CLOSE}" if match.group(1) else f"{MARKUP_OPEN}{text}{MARKUP_CLOSE}"
 
 
-def clean_markup(text: str) -> str:
+def clean_markup(text: str, mark: bool = False) -> str:
     """Abstract markup made readable for answers: inline LaTeX as unicode (`6$\\times$` -> `6×`,
-    `$\\mathrm{E}(3)$` -> `E(3)`, `\\emph{1)}` -> `1)`) and markdown emphasis unwrapped (`*token*` -> `token`).
-    Only `$...$` spans and backslash commands are converted: plain text such as `50%` is LaTeX's comment sign
-    and must not be read as LaTeX."""
+    `$\\mathrm{E}(3)$` -> `E(3)`, `\\emph{1)}` -> `1)`), markdown emphasis unwrapped (`*token*` -> `token`)
+    and invisible characters removed. Only `$...$` spans and backslash commands are converted: plain text such
+    as `50%` is LaTeX's comment sign and must not be read as LaTeX.
+
+    With `mark`, each converted piece is wrapped in marks (MATH_* for `$...$`, MARKUP_* for the rest) that
+    unmark() removes: the citation check reads `$[0, 1]$`, shown as "[0, 1]", as an interval, and splits
+    sentences where the markup split them (an extractive answer cites whole abstract sentences)."""
+    text = _HIDDEN.sub("", text)
     if "$" not in text and "\\" not in text and "*" not in text:
         return text
-    text = _MATH.sub(_latex_segment, text)
-    return _EMPHASIS.sub(r"\2", text)
+    text = _MATH.sub(lambda m: _latex_segment(m, mark), text)
+    return _EMPHASIS.sub(rf"{MARKUP_OPEN}\2{MARKUP_CLOSE}" if mark else r"\2", text)
+
+
+def unmark(text: str) -> str:
+    """The text without the marks of clean_markup(mark=True)."""
+    return _UNMARK.sub("", text)
+
+
+_UNMARK = re.compile(f"[{_MARKS}]")
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:

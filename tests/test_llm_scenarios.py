@@ -1,19 +1,21 @@
-"""Issue 12: every named scenario of tests/fake_llm.py through the real openai client. Whatever the model
-writes, the answer shown, logged or written cites only retrieved papers, and every removal is a warning."""
+"""Issues 12 and 22: every named scenario of tests/llm_scenarios.py through the real openai client. Whatever the
+model writes, the answer shown, logged or written cites only retrieved papers, and every removal is a warning."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
 from fake_llm import FakeLLMServer
 from llm_helpers import use_llm_server
-from llm_scenarios import FABRICATED, SCENARIOS
+from llm_scenarios import FABRICATED, LOOKALIKES, SCENARIOS
 
-from rag_assistant.answer.chain import MODEL_ABSTAIN_TEXT, AnswerChain
+from rag_assistant.answer.chain import EMPTY_ABSTAIN_TEXT, MODEL_ABSTAIN_TEXT, AnswerChain
 from rag_assistant.answer.models import Answer
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import load_settings
@@ -32,7 +34,16 @@ CONTENT = [
     "citation_after_blank_line",
     "truncated_at_max_tokens",
     "huge_completion",
+    "math_wrapped_references",
+    "lookalike_references",
+    "list_marker_citations",
+    "citation_alone_between_sentences",
+    "only_citations",
+    "non_bracket_fakes_streamed",
 ]
+# what a fabricated reference of any scenario leaves, once the text is read as a reader sees it
+FAKES = ("777:", "004:99", "999:", "888:", "20:3", "FAKE", "arXiv", "Smith", "doc-7", "[9]", "^7", "sup>", "\\cite")
+FAKES += ("10.1234", "openreview", "Berg", "\u0141ukasz", "evil.example")
 
 
 @pytest.fixture
@@ -54,8 +65,9 @@ def assert_trustworthy(answer: Answer) -> None:
     for s in answer.sentences:
         assert set(s.citations) <= retrieved and shown_references(s.text, retrieved) == []
         assert s.citations or "uncited" in s.flags  # no uncited sentence hidden
-    for fake in ("777:1", "004:99", "FAKE", "arXiv", "Smith", "doc-7", "[9]"):
-        assert fake not in answer.answer
+    as_read = unicodedata.normalize("NFKC", re.sub("[\u200b-\u200f\u2060-\u206f]", "", answer.answer))
+    for fake in FAKES:
+        assert fake not in as_read, as_read
     assert not answer.answer.endswith("[00")  # a citation half-written when max_tokens cut the answer
 
 
@@ -68,6 +80,8 @@ def test_content_scenario(srv: FakeLLMServer, name: str) -> None:
     assert json.loads(logged.fetchall()[-1][0])["answer"] == answer.answer
     if name in ("not_found_only", "not_found_twice_with_fake_id"):
         assert answer.abstained and answer.answer == MODEL_ABSTAIN_TEXT and answer.citations == []
+    elif name == "only_citations":
+        assert answer.abstained and answer.answer == EMPTY_ABSTAIN_TEXT and answer.citations == []
     else:
         assert not answer.abstained, answer.answer
     if name == "not_found_twice_with_fake_id":
@@ -151,14 +165,24 @@ def test_credentials_in_the_base_url_are_never_shown(srv: FakeLLMServer, monkeyp
     assert SECRET not in str(info.value) and "***@127.0.0.1" in str(info.value)
 
 
-@pytest.mark.parametrize("name", ["fabricated_shapes", "not_found_then_fabricated", "valid_and_fabricated_together"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fabricated_shapes",
+        "not_found_then_fabricated",
+        "valid_and_fabricated_together",
+        "lookalike_references",
+        "non_bracket_fakes_streamed",
+    ],
+)
 def test_streamed_tokens_never_show_a_fabricated_id(srv: FakeLLMServer, name: str) -> None:
     srv.script(*SCENARIOS[name])
     tokens: list[str] = []
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION, on_token=tokens.append)
     streamed = "".join(tokens)
-    for fake in ("777:1", "004:99", "FAKE", "arXiv", "doc-7", "[9]", "[1]"):
-        assert fake not in streamed, streamed
+    as_read = unicodedata.normalize("NFKC", re.sub("[\u200b-\u200f\u2060-\u206f]", "", streamed))
+    for fake in (*FAKES, "[1]"):
+        assert fake not in as_read, streamed
     assert set(answer.citations) <= {s["paper_id"] for s in answer.sources}
 
 
@@ -170,3 +194,78 @@ def test_retry_after_is_waited_for(srv: FakeLLMServer) -> None:
     started = time.perf_counter()
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
     assert time.perf_counter() - started >= 2.0 and answer.citations == ["004:17"] and srv.request_count == 2
+
+
+def test_references_in_math_are_checked_as_shown(srv: FakeLLMServer) -> None:
+    """Issue 22, 1: the check reads the text as shown, after LaTeX is made readable."""
+    srv.script(*SCENARIOS["math_wrapped_references"])
+    answer = AnswerChain(load_settings()).ask(QUESTION)
+    for fake in ("[999:1]", "[777:1]", "[FAKE-1]"):
+        assert f"removed citation {fake}: not among the retrieved papers" in answer.warnings
+    assert "Keys are low-rank." in answer.answer and "It costs $5 and $10 [004:17]." in answer.answer
+    assert "Values move to the CPU [004:17]." in answer.answer
+    logged = sqlite3.connect(load_settings().data_dir / "provenance.sqlite").execute("SELECT answer FROM answers")
+    assert "999:1" not in logged.fetchall()[-1][0]
+
+
+def test_lookalike_shapes_are_removed_and_named(srv: FakeLLMServer) -> None:
+    """Issue 22, 2: full-width and other brackets, invisible characters, footnotes, DOIs, links, authors."""
+    srv.script(*SCENARIOS["lookalike_references"])
+    answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
+    for _, named in LOOKALIKES:
+        assert f"removed citation {named}: not among the retrieved papers" in answer.warnings, named
+    assert any("link target of citation [1] (https://evil.example)" in w for w in answer.warnings)
+    assert any("removed a reference list" in w for w in answer.warnings)
+    assert (
+        "It offloads values [004:17]." in answer.answer and "ShadowKV keeps 0 low-rank keys in memory." in answer.answer
+    )
+
+
+def test_a_citation_after_a_list_marker_belongs_to_its_item(srv: FakeLLMServer) -> None:
+    """Issue 22, 5: "1. [1] Claim." is the claim cited, not "1 [004:17]. Claim." with the claim uncited."""
+    srv.script(*SCENARIOS["list_marker_citations"])
+    answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
+    second = answer.sources[1]["paper_id"]
+    first, other = answer.sentences
+    assert first.citations == ["004:17"] and first.flags == [] and first.text.endswith(" [004:17].")
+    assert other.text == f"It keeps values on the CPU [{second}]." and other.citations == [second]
+    assert answer.answer == f"1. {first.text}\n2. {other.text}"
+
+
+def test_a_citation_alone_between_two_sentences_is_removed(srv: FakeLLMServer) -> None:
+    """Issue 22, 5: a "[2]" on its own line cites neither neighbour: removed and warned, not glued on."""
+    srv.script(*SCENARIOS["citation_alone_between_sentences"])
+    answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
+    second = answer.sources[1]["paper_id"]
+    first, last = answer.sentences
+    assert first.citations == ["004:17"] and last.text == "It has many applications."
+    assert last.citations == [] and last.flags == ["uncited"] and f"[{second}]" not in answer.answer
+    assert f"removed citation [{second}] standing alone on its line: it cites no sentence" in answer.warnings
+
+
+def test_an_answer_of_only_citations_abstains(srv: FakeLLMServer) -> None:
+    """Issue 22, 7: nothing is left once "[1][2][3]" is checked: an abstention that says why."""
+    srv.script(*SCENARIOS["only_citations"])
+    answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
+    assert answer.abstained and answer.answer == EMPTY_ABSTAIN_TEXT and answer.sentences == []
+    assert any("only references" in w for w in answer.warnings), answer.warnings
+
+
+def test_the_clients_own_secrets_are_masked_in_completions(srv: FakeLLMServer, monkeypatch) -> None:
+    """Issue 22, 6: a completion holding the LLM key or the embedding key shows and logs neither."""
+    embedding_key = "emb-planted-SECRET-93a7"
+    monkeypatch.setenv("RAG_ASSISTANT_EMBEDDING_API_KEY", embedding_key)
+    from fake_llm import reply_fn
+
+    leak = reply_fn(lambda req: f"The key is {SECRET} [1]. The other key is {embedding_key}.")
+    srv.script(leak, leak)
+    tokens: list[str] = []
+    streamed = AnswerChain(load_settings()).ask(QUESTION, on_token=tokens.append)
+    whole = AnswerChain(load_settings()).ask(QUESTION)
+    logged = sqlite3.connect(load_settings().data_dir / "provenance.sqlite").execute("SELECT record FROM answers")
+    texts = ["".join(tokens), *(row[0] for row in logged.fetchall())]
+    for answer in (streamed, whole):
+        texts += [answer.answer, *(s.text for s in answer.sentences)]
+        assert answer.answer == "The key is *** [004:17]. The other key is ***."
+        assert any("held a secret of this client" in w for w in answer.warnings)
+    assert "***" in texts[0] and all(SECRET not in t and embedding_key not in t for t in texts)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found no answer in the retrieved abstracts."
+EMPTY_ABSTAIN_TEXT = "No answer: the model wrote only references, and nothing was left once they were checked."
 
 
 class Generator(Protocol):
@@ -183,14 +184,15 @@ class AnswerChain:
             answer.answer = MODEL_ABSTAIN_TEXT
             answer.warnings += [w for w in checked.warnings if w.startswith("removed")]
             return
-        # LaTeX and markdown of the abstracts made readable only now: verification must see `$...$` as math
-        # (an exponent like `log^2 d` is not a footnote marker)
-        answer.answer = clean_markup(checked.text)
-        answer.sentences = [replace(s, text=clean_markup(s.text)) for s in checked.sentences]
+        answer.answer = checked.text  # the text verified is the text shown (LaTeX made readable first)
+        answer.sentences = checked.sentences
         answer.citations = checked.citations
         answer.warnings += checked.warnings
         answer.references = [replace(r, snippet=clean_markup(r.snippet)) for r in references(checked.citations, papers)]
         if not checked.text:
-            answer.warnings.append("nothing of the model's answer is left after the citation check")
-        if not checked.citations:
+            # a model that wrote only references ("[1][2][3]") answered nothing: an abstention, not an answer
+            answer.abstained = True
+            answer.answer = EMPTY_ABSTAIN_TEXT
+            answer.warnings.append("nothing of the model's answer is left after the citation check: only references")
+        elif not checked.citations:
             answer.warnings.append("the answer cites no retrieved paper")

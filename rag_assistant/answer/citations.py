@@ -16,9 +16,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_assistant.answer.models import Reference, SentenceCheck
-from rag_assistant.answer.refs import PREFIX, Resolver
+from rag_assistant.answer.refs import PREFIX, RefSpan, Resolver
 from rag_assistant.corpus.models import Paper
-from rag_assistant.text import split_sentences, stems
+from rag_assistant.text import (
+    MARKUP_CLOSE,
+    MARKUP_OPEN,
+    MATH_CLOSE,
+    MATH_OPEN,
+    clean_markup,
+    split_sentences,
+    stems,
+    unmark,
+)
 
 NOT_FOUND = "The corpus does not cover this question."
 _NOT_FOUND_LETTERS = "thecorpusdoesnotcoverthisquestion"
@@ -27,10 +36,19 @@ _REF_LIST = re.compile(
     r"^[ \t]*(?:#+[ \t]*|\*\*)?(?:references|sources|citations|bibliography|works cited)[ \t]*:?[ \t]*(?:\*\*)?[ \t]*$",
     re.IGNORECASE | re.MULTILINE,
 )
+# "References: [1] Smith et al. ..." on one line (or after a sentence): the heading, then a reference first
+_REF_LIST_INLINE = re.compile(
+    r"(?:^|(?<=[.!?])[ \t]+)[ \t]*(?:#+[ \t]*|\*\*)?"
+    r"(?:references|sources|citations|bibliography|works cited)[ \t]*(?:\*\*)?[ \t]*:[ \t]*",
+    re.IGNORECASE | re.MULTILINE,
+)
 _LINK_DEFINITION = re.compile(r"^[ \t]*\[\^?[^\]\n]{1,80}\]:.*$\n?", re.MULTILINE)
 _EMPTY_GROUP = re.compile(r"\(\s*(?:see(?:\s+also)?|cf\.?|e\.g\.,?)?[\s,;]*\)|\[\s*\]")
 _BRACKETED = re.compile(r"\[([^\[\]]+)\]")
-_LEADING_CITES = re.compile(r"^((?:\[[^\[\]]+\]\s*)+)(.*?)([.!?]?)$", re.DOTALL)
+_EMPTY_MARKS = re.compile(f"{MATH_OPEN}{MATH_CLOSE}|{MARKUP_OPEN}{MARKUP_CLOSE}")  # "$[999:1]$" once removed
+_CITE_AT_START = re.compile(r"\[([^\[\]]+)\]\s*")
+# A list item's marker: "- ", "* ", "• ", "1. ", "1) ", "a) ", "(2) "
+_LIST_MARK = re.compile(r"[ \t]*(?:[-*+\u2022\u2023\u25e6\u2043]|\d{1,3}[.)]|[a-z][.)]|\((?:\d{1,3}|[a-z])\))[ \t]+")
 
 
 @dataclass
@@ -58,7 +76,8 @@ def normalize(text: str, resolver: Resolver | None = None) -> str:
         while j + 1 < len(spans) and not text[spans[j].end : spans[j + 1].start].strip(" \t"):
             j += 1
         before = text[pos : spans[i].start].rstrip(" \t")
-        if before and before[-1] in ".!?" and not before.endswith("et al."):
+        item = re.search(r"(?:^|\n)[ \t]*\d{1,3}\.$", text[: spans[i].start].rstrip(" \t"))  # "1. [1] Claim."
+        if before and before[-1] in ".!?" and not before.endswith("et al.") and not item:
             stop = re.match(r"[ \t]*[.!?]", text[spans[j].end :])
             out.append(f"{before[:-1]} {text[spans[i].start : spans[j].end]}{before[-1]}")
             pos = spans[j].end + (stop.end() if stop else 0)
@@ -70,11 +89,12 @@ def normalize(text: str, resolver: Resolver | None = None) -> str:
 
 
 def parse_citations(text: str, known: set[str]) -> list[str]:
-    """Every piece of every bracketed reference, in order of appearance (duplicates kept), math ignored."""
+    """Every piece of every bracketed reference in the text as shown (clean_markup), in order of appearance
+    (duplicates kept); an interval in math (`$[0, 1]$`) is no reference."""
     resolver = Resolver(known)
     return [
         resolver.resolve(p) or PREFIX.sub("", p).strip()
-        for span in resolver.find(text)
+        for span in resolver.find(clean_markup(text, mark=True))
         if span.kind == "bracket"
         for p in span.pieces
     ]
@@ -96,48 +116,111 @@ def is_not_found(text: str, resolver: Resolver) -> bool:
 
 
 def _rewrite(sentence: str, resolver: Resolver) -> tuple[str, list[str], list[str]]:
-    """Every reference becomes its retrieved ids in brackets, or nothing. Returns text, kept ids, dropped
-    pieces (as written, for the warning)."""
+    """Every reference becomes its retrieved ids in brackets, or nothing. Returns text, kept ids, and a warning
+    for each piece dropped (named as written) and each link target dropped. Removing a reference can make
+    another ("arXiv:2402.01234^7" leaves "^7"): the text is read again until none is left but those kept."""
     kept: list[str] = []
-    dropped: list[str] = []
-    replacements: list[tuple[int, int, str]] = []
-    for span in resolver.find(sentence):
-        good: list[str] = []
+    notes: list[str] = []
+    for _ in range(4):
+        spans = [s for s in resolver.find(sentence) if s.kind != "bracket" or sentence[s.start : s.end] not in kept]
+        if not spans:
+            break
+        sentence = _tidy(_EMPTY_MARKS.sub("", _replace(sentence, spans, resolver, kept, notes)))
+    return sentence, [k[1:-1] for k in kept], notes
+
+
+def _replace(sentence: str, spans: list[RefSpan], resolver: Resolver, kept: list[str], notes: list[str]) -> str:
+    """The sentence with each span replaced by the retrieved ids it names, each id once ("[004:17]" in `kept`)."""
+    replacements = []
+    for span in spans:
+        good = []
         for piece in span.pieces:
             pid = None if span.kind == "inline" else resolver.resolve(piece)
             if pid is None:
-                dropped.append(span.display(piece))
-            elif pid not in kept and pid not in good:  # each id once per sentence
-                good.append(pid)
-        kept += good
-        gap = " " if span.kind == "footnote" and good else ""  # "keys^1" -> "keys [004:17]"
-        replacements.append((span.start, span.end, gap + "".join(f"[{g}]" for g in good)))
+                notes.append(f"removed citation {span.display(piece)}: not among the retrieved papers")
+            elif f"[{pid}]" not in kept:
+                kept.append(f"[{pid}]")
+                good.append(f"[{pid}]")
+        if span.target:
+            shown = "".join(map(span.display, span.pieces))
+            notes.append(f"removed the link target of citation {shown} ({span.target}): a citation names a paper")
+        gap = " " if span.kind in ("footnote", "sup") and good else ""  # "keys^1" -> "keys [004:17]"
+        replacements.append((span.start, span.end, gap + "".join(good)))
     for start, end, repl in reversed(replacements):
         sentence = sentence[:start] + repl + sentence[end:]
-    return _tidy(sentence), kept, dropped
+    return sentence
 
 
-def _as_sentence(piece: str) -> str:
-    """Shown as one sentence that re-splits as one: citations at the end, a capital, a full stop."""
-    lead = _LEADING_CITES.match(piece)
-    if lead and lead.group(2).strip():  # "[004:17] Claim." -> "Claim [004:17]."
-        piece = f"{lead.group(2).strip()} {lead.group(1).strip()}{lead.group(3)}"
+def _as_sentence(piece: str, valid: Mapping[str, Paper], last: bool = False) -> str:
+    """Shown as one sentence that re-splits as one: citations at the end, a capital, a full stop (or, last on
+    its line, a colon: "Two findings:" before a list). Only the citations the check wrote move ("[004:17]
+    Claim." -> "Claim [004:17]."): an abstract's own "[bold]" stays."""
+    cites, rest = [], piece
+    while (lead := _CITE_AT_START.match(rest)) and lead.group(1) in valid:
+        cites.append(f"[{lead.group(1)}]")
+        rest = rest[lead.end() :]
+    if cites and rest.strip():
+        body = rest.strip()
+        stop = body[-1] if body[-1] in ".!?" else ""
+        piece = f"{body[: len(body) - len(stop)].rstrip()} {''.join(cites)}{stop}"
     if piece[:1].islower():
         piece = piece[0].upper() + piece[1:]
-    return piece if re.search(r"[.!?][\"')\]]*$", piece) else piece + "."
+    stops = ".!?:" if last else ".!?"
+    ended = re.search(rf"[{stops}][\"')\]{MATH_CLOSE}{MARKUP_CLOSE}]*$", piece)  # "... $x.$" ends too
+    return piece if ended else piece + "."
 
 
-def _cut_reference_lists(text: str) -> tuple[str, list[str]]:
-    """A trailing "References:" block and markdown link definitions ("[1]: ...", hidden when rendered)."""
+def _cut_reference_lists(text: str, resolver: Resolver) -> tuple[str, list[str]]:
+    """A trailing "References:" block (or line) and markdown link definitions ("[1]: ...", hidden when
+    rendered)."""
     warnings = []
     heading = _REF_LIST.search(text)
-    if heading and text[heading.end() :].strip():
+    if not (heading and text[heading.end() :].strip()):
+        heading = next(
+            (m for m in _REF_LIST_INLINE.finditer(text) if _starts_with_reference(text, m.end(), resolver)), None
+        )
+    if heading:
         text = text[: heading.start()]
         warnings.append("removed a reference list at the end of the answer (citations belong in the sentences)")
     text, n = _LINK_DEFINITION.subn("", text)
     if n:
         warnings.append(f"removed {n} reference definition line(s) ('[label]: ...')")
     return text, warnings
+
+
+def _starts_with_reference(text: str, at: int, resolver: Resolver) -> bool:
+    line = text[at:].split("\n", 1)[0]
+    spans = resolver.find(line)
+    return bool(spans) and not line[: spans[0].start].strip()
+
+
+def _items(paragraph: str) -> list[tuple[str, list[str]]]:
+    """The paragraph's list items as (marker, lines); text before the first marker is an item without one."""
+    items: list[tuple[str, list[str]]] = []
+    for line in paragraph.split("\n"):
+        mark = _LIST_MARK.match(line)
+        if mark or not items:
+            items.append((mark.group(0).strip() + " " if mark else "", [line[mark.end() :] if mark else line]))
+        else:
+            items[-1][1].append(line)
+    return items
+
+
+def _standing_alone(line: str, resolver: Resolver) -> list[str] | None:
+    """Warnings for a line that holds references and nothing else ("[1]" between two sentences: it cites
+    neither), None for any other line."""
+    spans = resolver.find(line)
+    if not spans or re.search(r"\w", unmark(strip_citations(line, resolver))):
+        return None
+    warnings = []
+    for span in spans:
+        for piece in span.pieces:
+            pid = None if span.kind == "inline" else resolver.resolve(piece)
+            if pid is None:
+                warnings.append(f"removed citation {span.display(piece)}: not among the retrieved papers")
+            else:
+                warnings.append(f"removed citation [{pid}] standing alone on its line: it cites no sentence")
+    return warnings
 
 
 Embed = Callable[[list[str]], np.ndarray]
@@ -167,10 +250,15 @@ class SupportScorer:
     def _load(self, papers: Sequence[Paper]) -> None:
         todo = list({p.paper_id: p for p in papers if p.paper_id not in self._cache}.values())
         for paper, vecs in zip(todo, sentence_vectors(todo, self.vectors, self.embed), strict=True):
-            words = set(stems(f"{paper.title or ''} {paper.text}"))
+            # an answer's claims are checked as shown (LaTeX made readable): an abstract's words and sentences
+            # count both as stored and as shown
+            shown = unmark(clean_markup(paper.text, mark=True))
+            words = set(stems(f"{paper.title or ''} {paper.text} {shown}"))
             if not len(vecs):  # no sentence: the whole text, as one
                 vecs = self.embed([paper.text])
-            self._cache[paper.paper_id] = (vecs, words, frozenset(split_sentences(paper.text)))
+            sentences = split_sentences(paper.text)
+            quotes = [*sentences, *(unmark(clean_markup(s, mark=True)) for s in sentences)]
+            self._cache[paper.paper_id] = (vecs, words, frozenset(quotes))
 
     def _paper(self, paper: Paper) -> tuple[np.ndarray, set[str]]:
         self._load([paper])
@@ -206,34 +294,57 @@ def verify(
 ) -> Verified:
     """Check an answer against the papers it may cite. Every reference (any shape, see refs.py) becomes the
     retrieved paper id it names -- `labels` maps the prompt's short source labels -- or is removed and
-    reported. `known_ids` are corpus ids that were not retrieved, recognised as citations (and removed)."""
+    reported. `known_ids` are corpus ids that were not retrieved, recognised as citations (and removed).
+    The text checked is the text shown: its markup is made readable first (clean_markup), so `$[999:1]$`,
+    shown as "[999:1]", is checked as the reference it reads as; `$[0, 1]$` stays an interval."""
     papers = {p.paper_id: p for p in sources}
     resolver = Resolver(papers, labels, known_ids or ())
-    body, warnings = _cut_reference_lists(text.strip())
+    body, warnings = _cut_reference_lists(clean_markup(text.strip(), mark=True), resolver)
     checks: list[SentenceCheck] = []
     paragraphs = []
-    for paragraph in re.split(r"\n[ \t]*\n", normalize(body.strip(), resolver)):
-        rendered = []
-        for raw in split_sentences(paragraph):
-            rewritten, _kept, dropped = _rewrite(raw, resolver)
-            warnings += [f"removed citation {d}: not among the retrieved papers" for d in dropped]
-            # Removing a reference can expose a sentence boundary ("...question. [paper 1] Keys."): re-split,
-            # so that what is shown and what is checked are the same sentences.
-            for n, piece in enumerate(split_sentences(rewritten)):
-                ids = list(dict.fromkeys(i for i in _BRACKETED.findall(piece) if i in papers))
-                if not re.search(r"\w", strip_citations(piece, resolver)):
-                    if ids:
-                        cites = "".join(f"[{i}]" for i in ids)
-                        warnings.append(f"removed citation {cites} standing alone: no sentence before it on its line")
-                    continue
-                check = _check(_as_sentence(piece), ids, bool(dropped) and n == 0, exempt, warnings)
-                checks.append(check)
-                rendered.append(check.text)
-        if rendered:
-            paragraphs.append(" ".join(rendered))
+    for paragraph in re.split(r"\n[ \t]*\n", body.strip()):
+        items = []
+        for marker, lines in _items(paragraph):
+            kept = []
+            for line in lines:
+                alone = _standing_alone(line, resolver)
+                kept += [line] if alone is None else []
+                warnings += alone or []
+            item = _sentences("\n".join(kept), resolver, papers, exempt, warnings)
+            checks += item
+            if item:  # a list item stays on its own line, its marker before its first sentence
+                items.append(marker + " ".join(c.text for c in item))
+        if items:
+            paragraphs.append("\n".join(items))
     _score(checks, papers, resolver, scorer, support_threshold, warnings)
+    for check in checks:
+        check.text = unmark(check.text)
     cited = list(dict.fromkeys(pid for c in checks for pid in c.citations))
-    return Verified("\n\n".join(paragraphs), checks, cited, list(dict.fromkeys(warnings)))
+    return Verified(unmark("\n\n".join(paragraphs)), checks, cited, list(dict.fromkeys(warnings)))
+
+
+def _sentences(
+    text: str, resolver: Resolver, papers: Mapping[str, Paper], exempt: Callable[[str], bool], warnings: list[str]
+) -> list[SentenceCheck]:
+    """The checked sentences of one list item (or of a paragraph that is no list)."""
+    pieces: list[tuple[str, list[str], bool]] = []
+    for raw in split_sentences(normalize(text, resolver)):
+        rewritten, _kept, notes = _rewrite(raw, resolver)
+        warnings += notes
+        # Removing a reference can expose a sentence boundary ("...question. [paper 1] Keys."): re-split,
+        # so that what is shown and what is checked are the same sentences.
+        for n, piece in enumerate(split_sentences(rewritten)):
+            ids = list(dict.fromkeys(i for i in _BRACKETED.findall(piece) if i in papers))
+            if not re.search(r"\w", unmark(strip_citations(piece, resolver))):
+                if ids:
+                    cites = "".join(f"[{i}]" for i in ids)
+                    warnings.append(f"removed citation {cites} standing alone: no sentence before it on its line")
+                continue
+            pieces.append((piece, ids, bool(notes) and n == 0))
+    return [
+        _check(_as_sentence(piece, papers, last=i == len(pieces) - 1), ids, dropped, exempt, warnings)
+        for i, (piece, ids, dropped) in enumerate(pieces)
+    ]
 
 
 def _check(
@@ -242,9 +353,9 @@ def _check(
     check = SentenceCheck(sentence, ids)
     if dropped:
         check.flags.append("invalid_citation_removed")
-    if not ids and not exempt(sentence):
+    if not ids and not exempt(unmark(sentence)):
         check.flags.append("uncited")
-        warnings.append(f"sentence without a citation: {sentence[:80]!r}")
+        warnings.append(f"sentence without a citation: {unmark(sentence)[:80]!r}")
     return check
 
 
@@ -257,13 +368,14 @@ def _score(
     warnings: list[str],
 ) -> None:
     pairs = [(c, pid) for c in checks for pid in c.citations]
-    claims = [strip_citations(c.text, resolver) for c, _ in pairs]
+    claims = [unmark(strip_citations(c.text, resolver)) for c, _ in pairs]
     for (check, pid), score in zip(pairs, scorer.score_many(claims, [papers[p] for _, p in pairs]), strict=True):
         check.support[pid] = score
     for check in checks:
         if check.support and max(check.support.values()) < support_threshold:
             check.flags.append("weak_support")
-            warnings.append(f"weakly supported (score {max(check.support.values()):.2f}): {check.text[:80]!r}")
+            score = max(check.support.values())
+            warnings.append(f"weakly supported (score {score:.2f}): {unmark(check.text)[:80]!r}")
 
 
 def references(cited: list[str], sources: Sequence[Paper]) -> list[Reference]:

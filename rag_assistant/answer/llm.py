@@ -1,6 +1,7 @@
 """LLM answerer: the answer prompt (prompts/answer_*.txt) over the retrieved abstracts, labelled [1]..[k],
 sent through the LLM client (llm_client.py: retries, errors, usage, truncation); a streamed answer shows
-citations only once they resolve (refs.CitationStream)."""
+citations only once they resolve (refs.CitationStream). A secret the client holds (the LLM's or the embedding
+server's key, credentials in their URLs) that the model writes is masked in the answer and the stream."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rag_assistant.answer.citations import NOT_FOUND
 from rag_assistant.answer.llm_client import LLMClient
 from rag_assistant.answer.models import Draft
 from rag_assistant.answer.prompts import load_prompt
+from rag_assistant.answer.redact import scrub
 from rag_assistant.answer.refs import CitationStream, Resolver
 from rag_assistant.config import Settings
 from rag_assistant.retrieve import Source
@@ -51,7 +53,7 @@ class LLMGenerator:
 
     def answer(self, question: str, sources: Sequence[Source], on_token: Callable[[str], None] | None = None) -> Draft:
         """The model's answer; streamed through on_token when given, with every citation held back until it
-        resolves to a retrieved paper."""
+        resolves to a retrieved paper, and the client's secrets masked."""
         labels = source_labels(sources, self.numbered_labels)
         example = "[1]" if self.numbered_labels else f"[{sources[0].paper_id if sources else '004:17'}]"
         system = self.system.format(not_found=NOT_FOUND, example=example)
@@ -59,8 +61,9 @@ class LLMGenerator:
         if on_token is None:
             completion = self.client.complete(system, user)
         else:
-            shown = CitationStream(on_token, Resolver([s.paper_id for s in sources], labels))
+            shown = CitationStream(on_token, Resolver([s.paper_id for s in sources], labels), self.client.secrets)
             completion = self.client.stream(system, user, shown)
+            shown.flush()
         text = completion.text.strip()
         if not text:
             raise self.client.error(
@@ -68,7 +71,12 @@ class LLMGenerator:
                 f"the LLM ({self.model} at {self.client.where()}) returned an empty completion",
                 "check the model name and that the server can run it; retry",
             )
-        text, warnings = self.client.bounded(text, completion.finish)
+        warnings = []
+        if any(secret in text for secret in self.client.secrets):  # echoed from a prompt, a log, an error page
+            text = scrub(text, self.client.secrets)
+            warnings.append("the model's answer held a secret of this client (an API key or URL credential): masked")
+        text, cut = self.client.bounded(text, completion.finish)
+        warnings += cut
         return Draft(text, self.model, self.prompt_version, completion.usage, labels=labels, warnings=warnings)
 
     def survey(
