@@ -250,6 +250,7 @@ class Settings(BaseSettings):
         description="Papers with a match probability between this and survey_include are listed apart as "
         "'possibly related', never mixed into the answer.",
     )
+
     @field_validator("data_dir", mode="before")
     @classmethod
     def _not_empty(cls, value: Any) -> Any:  # noqa: ANN401 - before validation
