@@ -10,6 +10,9 @@ import base64
 import http.client
 import http.server
 import json
+import shutil
+import ssl
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,9 +32,11 @@ PAPERS = [
 
 
 @contextmanager
-def _proxy(upstream: int, allowed: Callable[[http.client.HTTPMessage], bool]) -> Iterator[dict]:
-    """A reverse proxy to 127.0.0.1:`upstream` that answers 401 unless `allowed(headers)`; yields its url and
-    counts of forwarded and refused requests."""
+def _proxy(
+    upstream: int, allowed: Callable[[http.client.HTTPMessage], bool], tls: tuple[Path, Path] | None = None
+) -> Iterator[dict]:
+    """A reverse proxy to 127.0.0.1:`upstream` that answers 401 unless `allowed(headers)`, over https with
+    `tls` (certificate, key); yields its url and counts of forwarded and refused requests."""
     seen = {"forwarded": 0, "refused": 0}
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -66,10 +71,14 @@ def _proxy(upstream: int, allowed: Callable[[http.client.HTTPMessage], bool]) ->
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield {"url": f"http://127.0.0.1:{server.server_address[1]}", **{"seen": seen}}
+        yield {"url": f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}", "seen": seen}
     finally:
         server.shutdown()
         server.server_close()
@@ -207,3 +216,36 @@ def test_chroma_cloud_style_x_chroma_token_tenant_database_and_basic_auth(cli, t
     for res in runs:
         assert PASSWORD not in res.stdout + res.stderr and TOKEN not in res.stdout + res.stderr
     assert _files_holding(tmp_path / "data", (TOKEN, PASSWORD)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_https_is_verified_against_the_configured_ca_file(cli, tmp_path: Path) -> None:
+    """A self-signed certificate is refused (one line pointing at chroma_ca_file) until its CA file is set or
+    verification is turned off; a CA file that does not exist is a settings error."""
+    from chroma_server import ChromaServer
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    with (
+        ChromaServer(tmp_path / "server") as server,
+        _proxy(server.port, lambda h: h.get("Authorization") == f"Bearer {TOKEN}", (cert, key)) as proxy,
+    ):
+        url = proxy["url"]
+        env = {"RAG_ASSISTANT_CHROMA_URL": url, "RAG_ASSISTANT_CHROMA_TOKEN": TOKEN}
+        refused = cli("stats", "--json", env=env)
+        trusted = cli("stats", "--json", env={**env, "RAG_ASSISTANT_CHROMA_CA_FILE": str(cert)})
+        unverified = cli("stats", "--json", env={**env, "RAG_ASSISTANT_CHROMA_TLS_VERIFY": "false"})
+        no_file = cli("stats", env={**env, "RAG_ASSISTANT_CHROMA_CA_FILE": str(tmp_path / "nope.pem")})
+    lines = refused.stderr.splitlines()
+    assert refused.returncode == 1 and lines[0].startswith(f"error: cannot open Chroma at {url}: "), lines
+    assert "CERTIFICATE_VERIFY_FAILED" in lines[0] and "chroma_ca_file" in lines[1] and len(lines) == 2, lines
+    for res in (trusted, unverified):
+        assert res.returncode == 0 and json.loads(res.stdout)["store"] == url, res.stderr
+    assert no_file.returncode == 2 and no_file.stderr.startswith("error: chroma_ca_file not found"), no_file.stderr
+    for res in (refused, trusted, unverified, no_file):
+        assert TOKEN not in res.stdout + res.stderr and "Traceback" not in res.stderr

@@ -183,10 +183,10 @@ def _server_error(server: ChromaEndpoint, headers: dict[str, str], exc: BaseExce
             "point --chroma-url (RAG_ASSISTANT_CHROMA_URL) at a Chroma 1.x server, e.g. one started with "
             "`chroma run --path DIR` (port 8000), or unset it to use the embedded index",
         )
-    line = server.mask(_first_line(exc))
+    line = server.mask(_tls_failure(exc) or _first_line(exc))
     hint = "check that the server runs (chroma run --path DIR) or unset RAG_ASSISTANT_CHROMA_URL"
     if "CERTIFICATE_VERIFY_FAILED" in line:
-        hint = "set chroma_ca_file to the PEM file of the CA that signed the server's certificate"
+        hint = "set chroma_ca_file (RAG_ASSISTANT_CHROMA_CA_FILE) to the PEM file of the CA of the server's certificate"
     elif "tenant" in line.lower() or "database" in line.lower():
         hint = "check chroma_tenant and chroma_database (RAG_ASSISTANT_CHROMA_TENANT, RAG_ASSISTANT_CHROMA_DATABASE)"
     return StoreUnavailableError(f"cannot open Chroma at {base}: {line}", hint)
@@ -271,6 +271,20 @@ def _fetch(url: str, headers: dict[str, str], verify: bool | str) -> tuple[int |
         return exc.code, exc.headers.get("Content-Type"), exc.read(4096)
     except (OSError, ValueError):
         return None, None, b""
+
+
+def _tls_failure(exc: BaseException) -> str | None:
+    """The certificate error behind `exc` (chromadb reports it as "Could not connect to a Chroma server")."""
+    import ssl
+
+    seen: BaseException | None = exc
+    for _ in range(10):  # the chain is short; a cycle must not hang us
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"[SSL: CERTIFICATE_VERIFY_FAILED] {seen.verify_message or 'certificate verify failed'}"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _first_line(exc: BaseException) -> str:
