@@ -241,7 +241,7 @@ def _probe(base: str, headers: dict[str, str], verify: bool | str) -> tuple[int 
     "HTTP 200, text/html"). The heartbeat is left open by Chroma's own auth and by many proxies, so credentials
     are checked on the identity endpoint, the first one a client calls."""
     status, _, _ = _fetch(f"{base}/api/v2/auth/identity", headers, verify)
-    if status in (401, 403):
+    if status in (401, 403) or status is None:  # None: nothing answers (a hanging server is not waited for twice)
         return status, None
     beat, kind, body = _fetch(f"{base}/api/v2/heartbeat", headers, verify)
     if beat is None:
