@@ -4,8 +4,8 @@ OpenAI-compatible server that reads each request the way a model would and answe
 The good writer describes a paper by three of its longest words ("Which paper is about marginal, sparsity and
 reconstruction?"): few word trigrams copied, and only that paper holds all three. The judge answers YES (with a
 sentence of the abstract) exactly when every long word of the question (the template's own excepted) is in the
-abstract, and meets a criterion "mentions the word W" exactly when the abstract holds W. Each `mode` makes one
-thing go wrong, for one filter to catch."""
+abstract, so any abstract answers a question without one; it meets a criterion "mentions the word W" exactly
+when the abstract holds W. Each `mode` makes one thing go wrong, for one filter to catch."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from typing import Any
 
 from fake_llm import Status
 
-TEMPLATE = {"approach", "described", "applied", "abstract", "mentions", "collection"}
+TEMPLATE = {"approach", "described", "applied", "abstract", "mentions", "collection", "presents"}
 LONG = re.compile(r"[a-z]{7,}")
-COMMON = ["learning", "language", "training", "performance", "results", "methods", "models"]
 
 
 def _user(req: dict[str, Any]) -> str:
@@ -69,14 +68,16 @@ def writer(text: str, mode: str) -> str:
         return f"Sure! Here is a good question: Which paper is about {_listing(words)}?"
     if mode == "ill-formed":
         return json.dumps({"question": "What does this paper propose", "answer": answer})
-    if mode == "copied":
-        return json.dumps({"question": f"Which paper says that {' '.join(answer.split()[:14])}?", "answer": answer})
+    if mode == "copied":  # 14 words of the abstract's longest sentence that is not in the first person
+        plain = [x for x in re.split(r"(?<=[.!?])\s+", abstract) if not re.search(r"\b(we|our|us)\b|[<>{}]", x, re.I)]
+        phrase = re.sub(r"[^\w\s-]", "", max(plain, key=len)).split()[:14]
+        return json.dumps({"question": f"Which paper says that {' '.join(phrase)}?", "answer": answer})
     if mode == "not-answered":  # a question the seed abstract does not answer
         return json.dumps(
             {"question": "Which paper measures graviton scattering inside rotating wormholes?", "answer": "-"}
         )
-    if mode == "generic":  # words every abstract of the corpus has: other papers answer it just as well
-        return json.dumps({"question": "Which paper is about learning, models and results?", "answer": answer})
+    if mode == "generic":  # nothing that sets its paper apart: every abstract answers it as well
+        return json.dumps({"question": "Which paper is about the models it presents?", "answer": answer})
     if "adds one specific requirement" in text:
         return _unanswerable(words, mode)
     kind = "method" if "how the method" in text else "result" if "found or achieved" in text else "known-item"
@@ -104,13 +105,18 @@ def _survey(listing: str, mode: str) -> str:
     seed = _long_words(papers[0])
     if mode == "too-broad":
         word = "the"
-    elif mode == "too-narrow":
-        word = next(w for w in seed if counts[w] == 1)
+    elif mode == "same":  # one question whatever the papers: 5 of the 38 bundled abstracts say "attention"
+        word = "attention"
+    elif mode == "too-narrow":  # no paper meets it
+        word = "gravitons"
     else:
         usable = [w for w in seed if 2 <= counts[w] <= 4 and w not in TEMPLATE]
         word = max(usable, key=lambda w: (counts[w], -seed.index(w))) if usable else seed[0]
     return json.dumps(
-        {"question": f"Which papers in the collection discuss {word}?", "criterion": f"Relevant if the abstract mentions {word}."}
+        {
+            "question": f"Which papers in the collection discuss {word}?",
+            "criterion": f"Relevant if the abstract mentions {word}.",
+        }
     )
 
 
@@ -124,11 +130,11 @@ def judge(text: str, mode: str) -> str:
     wanted = [w for w in _long_words(question) if w not in TEMPLATE]
     if mode == "unreadable":
         return "Hmm, hard to say."
-    if not wanted or not all(w in abstract.lower() for w in wanted):
+    if not all(w in abstract.lower() for w in wanted):
         return "NO"
     if mode == "false-quote":
         return "YES: The paper proves that every language model is a graviton."
-    return f"YES: {_sentence_with(abstract, wanted[0])}"
+    return f"YES: {_sentence_with(abstract, wanted[0] if wanted else '')}"  # a vague question: any abstract
 
 
 def responder(mode: str = "good", judge_mode: str = "good") -> Any:  # noqa: ANN401 - a fake_llm responder

@@ -75,6 +75,9 @@ def eval_generate(
 
 
 def _print_summary(summary: GenerateSummary, as_json: bool) -> None:
+    kept, asked = sum(summary.kept.values()), sum(summary.requested.values())
+    if kept < asked:
+        err().print(f"[yellow]warning:[/] {asked - kept} question(s) short of -n: too few candidates passed the filters")
     if as_json:
         print_json(summary.as_dict())
         return
@@ -82,7 +85,6 @@ def _print_summary(summary: GenerateSummary, as_json: bool) -> None:
 
     from rag_assistant.cli.safe import safe
 
-    kept, asked = sum(summary.kept.values()), sum(summary.requested.values())
     out().print(f"[bold]Generated {kept} of {asked} questions[/] -> {safe(summary.output)}")
     table = Table(title_justify="left")
     for name in ("kind", "asked", "kept"):
