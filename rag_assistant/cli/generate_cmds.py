@@ -77,7 +77,9 @@ def eval_generate(
 def _print_summary(summary: GenerateSummary, as_json: bool) -> None:
     kept, asked = sum(summary.kept.values()), sum(summary.requested.values())
     if kept < asked:
-        err().print(f"[yellow]warning:[/] {asked - kept} question(s) short of -n: too few candidates passed the filters")
+        err().print(
+            f"[yellow]warning:[/] {asked - kept} question(s) short of -n: too few candidates passed the filters"
+        )
     if as_json:
         print_json(summary.as_dict())
         return
