@@ -4,8 +4,8 @@ OpenAI-compatible server that reads each request the way a model would and answe
 The good writer describes a paper by three of its longest words ("Which paper is about marginal, sparsity and
 reconstruction?"): few word trigrams copied, and only that paper holds all three. The judge answers YES (with a
 sentence of the abstract) exactly when every long word of the question (the template's own excepted) is in the
-abstract, so any abstract answers a question without one; it meets a criterion "mentions the word W" exactly
-when the abstract holds W. Each `mode` makes one thing go wrong, for one filter to catch."""
+abstract (a question without one, about "models": every abstract on models); it meets a criterion "mentions
+the word W" exactly when the abstract holds W. Each `mode` makes one thing go wrong, for one filter to catch."""
 
 from __future__ import annotations
 
@@ -134,7 +134,9 @@ def judge(text: str, mode: str) -> str:
         return "NO"
     if mode == "false-quote":
         return "YES: The paper proves that every language model is a graviton."
-    return f"YES: {_sentence_with(abstract, wanted[0] if wanted else '')}"  # a vague question: any abstract
+    if not wanted:  # a vague question: any abstract on models answers it
+        return f"YES: {_sentence_with(abstract, 'model')}" if "model" in abstract.lower() else "NO"
+    return f"YES: {_sentence_with(abstract, wanted[0])}"
 
 
 def responder(mode: str = "good", judge_mode: str = "good") -> Any:  # noqa: ANN401 - a fake_llm responder

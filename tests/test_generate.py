@@ -214,3 +214,32 @@ def test_a_killed_run_continues_where_it_stopped(ready, tmp_path: Path) -> None:
         assert f"resuming: {done} candidate(s)" in res.stderr
         assert writer_requests(server) == clean_writes - done  # nothing written twice
     assert out.read_text() == clean.read_text()
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_at_once_and_the_rerun_resumes(ready, tmp_path: Path) -> None:
+    good = responder()
+    out = tmp_path / "set.jsonl"
+    journal = tmp_path / "set.candidates.jsonl"
+    command = [*cli_command(), "eval-generate", "-n", "4", "--kinds", "known-item", "-o", str(out)]
+    with FakeLLMServer(lambda req: Delay(0.5, then=Reply(good(req)))) as server:
+        env = {**os.environ, **llm_env(server)}
+        proc = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # even if pytest runs with it ignored
+        )  # fmt: skip
+        while proc.poll() is None and (not journal.exists() or journal.read_text().count("\n") < 3):
+            time.sleep(0.05)
+        time.sleep(0.7)  # in the middle of the next candidate's calls
+        proc.send_signal(signal.SIGINT)
+        sent = server.request_count
+        assert proc.wait(60) == 130, proc.stderr.read()
+        assert server.request_count <= sent + 1  # no call started after the one in flight
+    done = len(candidates(out))
+    assert done >= 2 and not out.exists()
+    with FakeLLMServer(good) as server:
+        res = subprocess.run(
+            command, env={**os.environ, **llm_env(server)}, capture_output=True, text=True, timeout=600
+        )
+    assert res.returncode == 0 and f"resuming: {done} candidate(s)" in res.stderr, res.stderr
+    assert len(out.read_text().splitlines()) == 4

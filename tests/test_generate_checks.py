@@ -97,11 +97,14 @@ def test_overlap_counts_copied_word_trigrams() -> None:
     assert overlap("Too short?", ABSTRACT) == 0.0
 
 
-def test_evidence_must_be_in_the_abstract() -> None:
-    assert evidence_found("It reconstructs sparse KV pairs on the fly.", ABSTRACT)
-    assert evidence_found("it reconstructs sparse KV pairs on-the-fly", ABSTRACT) is False  # 2 of 5 trigrams differ
-    assert not evidence_found("ShadowKV proves that every model is a graviton.", ABSTRACT)
-    assert not evidence_found("ShadowKV supports", ABSTRACT)  # too short to show anything
+def test_evidence_must_be_in_the_abstract_and_on_the_question() -> None:
+    question = "How does ShadowKV rebuild the keys it needs while decoding?"
+    assert evidence_found("It reconstructs sparse KV pairs on the fly.", ABSTRACT, "Which KV pairs are reconstructed?")
+    assert not evidence_found("it reconstructs sparse KV pairs on-the-fly", ABSTRACT, question)  # 2 of 5 trigrams off
+    assert not evidence_found("ShadowKV proves that every model is a graviton.", ABSTRACT, question)
+    assert not evidence_found("ShadowKV supports", ABSTRACT, question)  # too short to show anything
+    on_another_subject = "It reconstructs sparse KV pairs on the fly."
+    assert not evidence_found(on_another_subject, ABSTRACT, "Which paper measures graviton scattering in wormholes?")
 
 
 def test_split_is_a_function_of_the_id_alone() -> None:

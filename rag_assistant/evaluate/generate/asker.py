@@ -3,8 +3,8 @@ candidate question) and the judge (prompts/judge_answers.txt: does this abstract
 prompts/judge_criterion.txt: does this paper meet the survey's criterion?). The judge may be another model.
 
 A verdict is parsed from the reply's first word (checks.parse_verdict); a YES must quote the sentence of the
-abstract that shows it, and the quote is checked against the abstract (`verified`). Identical judgments are
-made once per run; the writer and the judge are shared by the worker threads."""
+abstract that shows it, and the quote is checked against the abstract and the question (`verified`).
+Identical judgments are made once per run; the writer and the judge are shared by the worker threads."""
 
 from __future__ import annotations
 
@@ -47,8 +47,13 @@ def paper_text(paper: Paper) -> str:
     return f"{paper.title}. {paper.text}" if paper.title else paper.text
 
 
+class Stopped(Exception):  # noqa: N818 - a signal to the worker threads, not an error
+    """The run was interrupted: a worker thread makes no further model call."""
+
+
 class Asker:
-    """The writer and the judge. `judge_model` / `judge_base_url` default to the writer's."""
+    """The writer and the judge. `judge_model` / `judge_base_url` default to the writer's. Once `stop` is set
+    (Ctrl-C), every further call raises Stopped: a worker finishes at most the call it is in."""
 
     def __init__(self, settings: Settings, judge_model: str | None = None, judge_base_url: str | None = None) -> None:
         from rag_assistant.answer.llm_client import LLMClient
@@ -67,6 +72,7 @@ class Asker:
         self.usage: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str, str], tuple[str | None, str]] = {}
+        self.stop = threading.Event()
 
     def describe(self) -> dict[str, Any]:
         """What made the questions, for each record's provenance and the run's header."""
@@ -77,6 +83,10 @@ class Asker:
             "prompts": sorted(p.version for p in self.prompts.values()),
         }
 
+    def _go_on(self) -> None:
+        if self.stop.is_set():
+            raise Stopped
+
     def _count(self, role: str, usage: dict[str, int]) -> None:
         with self._lock:
             self.calls[role] += 1
@@ -85,6 +95,7 @@ class Asker:
     def write(self, kind: str, **values: str) -> str:
         """One candidate's raw reply from the writer."""
         prompt = self.prompts[WRITER_PROMPTS[kind]]
+        self._go_on()
         reply = self.writer.complete(WRITER_SYSTEM, prompt.format(**values))
         self._count("writer", reply.usage)
         return reply.text
@@ -94,6 +105,7 @@ class Asker:
         with self._lock:
             if key in self._cache:
                 return self._cache[key]
+        self._go_on()
         reply = self.judge.complete(JUDGE_SYSTEM, self.prompts[prompt_name].format(**values))
         self._count("judge", reply.usage)
         parsed = parse_verdict(reply.text, allowed)
@@ -104,7 +116,7 @@ class Asker:
     def answers(self, question: str, paper: Paper, role: str) -> Verdict:
         """Does the paper's abstract answer the question (YES, PARTIAL, NO), with the quote that shows it."""
         verdict, evidence = self._judge("judge_answers", ANSWERS, question=question, abstract=paper_text(paper))
-        found = verdict in ("YES", "PARTIAL") and evidence_found(evidence, paper_text(paper))
+        found = verdict in ("YES", "PARTIAL") and evidence_found(evidence, paper_text(paper), question)
         return Verdict(paper.paper_id, role, verdict, evidence[:600], found)
 
     def meets(self, criterion: str, paper: Paper, role: str) -> Verdict:

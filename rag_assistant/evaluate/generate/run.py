@@ -230,7 +230,8 @@ def _rounds(run: Generation, on_progress: Callable[[Progress], None] | None) -> 
                     streak = _streak(streak, record)
                     if on_progress is not None:
                         on_progress(Progress(done, passed, failed, record["slot"], record.get("removed_by")))
-            except BaseException:
+            except BaseException:  # Ctrl-C or a stop: no new call; what is journaled stays, the rest is redone
+                run.ctx.asker.stop.set()
                 for future in futures:
                     future.cancel()
                 raise
