@@ -128,6 +128,16 @@ def test_near_duplicates_are_removed(cli, ready, tmp_path: Path) -> None:
     ]
 
 
+def test_the_summary_table_says_once_what_is_missing(cli, ready, tmp_path: Path) -> None:
+    out = tmp_path / "set.jsonl"
+    with FakeLLMServer(responder("same")) as server:
+        args = ("-n", "2", "--kinds", "survey", "--attempts", "2")
+        res = cli("eval-generate", "-o", str(out), *args, env=llm_env(server), timeout=600)
+    assert res.returncode == 0, res.stderr  # one question kept: short of -n is a warning, not a failure
+    assert "Generated 1 of 2 questions" in res.stdout and "near-duplicate: 3" in res.stdout
+    assert res.stderr.count("1 question(s) short of -n") == 1, res.stderr
+
+
 def test_same_seed_same_set_whatever_the_concurrency(cli, ready, tmp_path: Path) -> None:
     with FakeLLMServer(responder()) as server:
         one, _ = generate(cli, server, tmp_path / "a.jsonl", "-n", "8", "--seed", "7")

@@ -76,11 +76,8 @@ def eval_generate(
 
 def _print_summary(summary: GenerateSummary, as_json: bool) -> None:
     kept, asked = sum(summary.kept.values()), sum(summary.requested.values())
-    if kept < asked:
-        err().print(
-            f"[yellow]warning:[/] {asked - kept} question(s) short of -n: too few candidates passed the filters"
-        )
     if as_json:
+        _warn_if_short(kept, asked)
         print_json(summary.as_dict())
         return
     from rich.table import Table
@@ -111,6 +108,10 @@ def _print_summary(summary: GenerateSummary, as_json: bool) -> None:
     out().print(f"every candidate and its verdicts: {safe(summary.candidates_file)} · {summary.seconds:.1f}s")
     if summary.failed:
         out().print(f"[red]{summary.failed} candidate(s) failed[/]: rerun the same command to retry them")
+    _warn_if_short(kept, asked)
+
+
+def _warn_if_short(kept: int, asked: int) -> None:
     if kept < asked:
         err().print(
             f"[yellow]warning:[/] {asked - kept} question(s) short of -n: too few candidates passed the filters"
