@@ -22,6 +22,7 @@ from rag_assistant.errors import CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.keyword_fields import keyword_doc, store_docs
 from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
 from rag_assistant.index.sentences import SentenceIngest, SentencePass
 from rag_assistant.index.state import check_model, index_chunking, keyword_dir, model_signature, store_revision
@@ -84,7 +85,7 @@ def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = Fal
     index = KeywordIndex(keyword_dir(settings))
     revision = store_revision(store.get_info())
     if force or index.revision != revision:
-        index.build(store.iter_chunks(), revision)
+        index.build(store_docs(store), revision)
     return index
 
 
@@ -214,7 +215,7 @@ def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settin
     """Nothing to write: only bring the keyword index and the pending runs up to date after a killed run."""
     revision = store_revision(info)
     if KeywordIndex.stored_revision(keyword_dir(settings)) != revision:  # a killed run left it behind
-        KeywordIndex(keyword_dir(settings)).build(store.iter_chunks(), revision)
+        KeywordIndex(keyword_dir(settings)).build(store_docs(store), revision)
         report.keyword_rebuilt = True
     if pending_runs(info):  # a killed run had written everything, or left papers of other files
         _settle(store, info, "", report)
@@ -261,10 +262,10 @@ def _write_changes(
     report.removed = len(plan.stale)
 
     keyword = KeywordIndex(keyword_dir(settings))
-    if keyword.can_update(before):  # in step with the store before this run
-        keyword.update([(c.chunk_id, c.text) for c in chunks], obsolete, revision)
-    else:
-        keyword.build(store.iter_chunks(), revision)
+    docs = [keyword_doc(c.chunk_id, c.text, paper) for paper, pieces in papers for c in pieces]
+    # updated when in step with the store before this run, unless too much of it would be removed chunks
+    if not (keyword.can_update(before) and keyword.update(docs, obsolete, revision)):
+        keyword.build(store_docs(store), revision)
     report.keyword_rebuilt = True
     _settle(store, info, revision, report)  # last: until now a kill leaves this run pending
 

@@ -25,6 +25,7 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.embedder_base import BaseEmbedder
 from rag_assistant.index.keyword import KeywordIndex, KeywordSearch
+from rag_assistant.index.keyword_fields import store_docs
 from rag_assistant.index.pending import pending_runs, unfinished_papers
 from rag_assistant.index.sentences import SentenceReader
 from rag_assistant.index.state import check_model, keyword_dir, keyword_revision, recorded_chunking, store_revision
@@ -141,6 +142,6 @@ class IndexReader:
             index = KeywordIndex(keyword_dir(self.settings))
             revision = store_revision(self._store.get_info())
             if index.revision != revision:
-                index.build_in_memory(self._store.iter_chunks(), revision)
+                index.build_in_memory(store_docs(self._store), revision)
             self._keyword = index
         return self._keyword
