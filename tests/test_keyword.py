@@ -276,3 +276,60 @@ def test_ties_at_the_cut_are_taken_in_index_order(tmp_path: Path) -> None:
     )
     assert [cid for cid, _ in index.query("key cache offloading", 2)] == ["b#0", "a#0"]
     assert [cid for cid, _ in index.query("key cache offloading", 4)][:3] == ["b#0", "a#0", "d#0"]
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
+index = KeywordIndex(Path(sys.argv[1]))
+for i in range(1, 10_000):
+    text = "zebra marker " + " ".join(f"filler{j}" for j in range(i % 50))
+    assert index.update([KeywordDoc(f"u{i}#0", text)], [], f"r{i}")
+    print(i, flush=True)
+"""
+
+_READER = """
+import sys, time
+from pathlib import Path
+from rag_assistant.index.keyword import KeywordIndex
+seen, end = set(), time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    index = KeywordIndex(Path(sys.argv[1]))
+    k = int(index.revision[1:])
+    markers = {cid for cid, _ in index.query("zebra marker", 100_000) if cid.startswith("u")}
+    assert len(markers) >= k and len(index.query("key cache offloading", 5)) == 5, (k, len(markers))
+    seen.add(k)
+print(len(seen))
+"""
+
+
+@pytest.mark.slow
+def test_one_writer_several_readers_and_a_kill(tmp_path: Path) -> None:
+    """A writer commits update after update while three reader processes open and search the index: every
+    reader sees a whole commit at least as new as the revision it read (what the read face relies on), none
+    fails. Then the writer is SIGKILLed mid-stream: the index opens at its last recorded revision with that
+    commit's chunks (or a later one's), and the next update takes the lock the dead writer held."""
+    import signal
+
+    directory = tmp_path / "kw"
+    KeywordIndex(directory).build([KeywordDoc(d.chunk_id, d.text) for d in _chunks()], "r0")
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(directory)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == "1"
+    readers = [
+        subprocess.Popen([sys.executable, "-c", _READER, str(directory), "6"], stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outputs = [r.communicate(timeout=120)[0] for r in readers]
+    assert [r.returncode for r in readers] == [0, 0, 0]
+    assert all(int(out) >= 2 for out in outputs), outputs  # each saw several commits
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(30)
+
+    index = KeywordIndex(directory)
+    k = int(str(index.revision)[1:])
+    markers = {cid for cid in index.chunk_ids() if cid.startswith("u")}
+    assert k >= 1 and markers >= {f"u{i}#0" for i in range(1, k + 1)} and len(markers) <= k + 1
+    assert index.update([KeywordDoc("after#0", "zebra marker after the kill")], [], "after")
+    assert KeywordIndex(directory).query("after the kill", 1)[0][0] == "after#0"
