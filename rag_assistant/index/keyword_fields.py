@@ -8,20 +8,18 @@ accents folded (Jürgen matches Jurgen), initials dropped."""
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from rag_assistant.corpus.fields import FieldValue as FilterValue
+from rag_assistant.corpus.fields import field_key, normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.store import StoreReader, paper_of
 
-MAX_VALUE = 300  # longer strings are not filter values (an abstract-like field)
 _WORD = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern
-FilterValue = str | int | float | bool
 
 
 @lru_cache(maxsize=1)
@@ -109,37 +107,18 @@ class FieldFilter:
 
 
 def field_name(key: str) -> str:
-    """A metadata key as a filterable field name (tantivy's query syntax needs a plain word)."""
-    return re.sub(r"\W", "_", key.strip()) or "_"
-
-
-def _filter_values(metadata: Mapping[str, Any]) -> dict[str, FilterValue | list[FilterValue]]:
-    """The scalar values (and lists of them) of a paper's metadata but its authors (a field of their own); a
-    year written as digits becomes a number."""
-    out: dict[str, FilterValue | list[FilterValue]] = {}
-    for key, value in metadata.items():
-        if field_name(key) == "authors":
-            continue
-        items = value if isinstance(value, list) else [value]
-        kept = [
-            v
-            for v in items
-            if (isinstance(v, str) and 0 < len(v) <= MAX_VALUE) or (isinstance(v, int | float) and math.isfinite(v))
-        ]
-        if field_name(key) == "year":
-            kept = [int(v) if isinstance(v, str) and v.strip().isdigit() else v for v in kept]
-        if kept:
-            out[field_name(key)] = kept if isinstance(value, list) else kept[0]
-    return out
+    """A metadata key as a filterable field name (corpus/fields.py's, which the store uses too)."""
+    return field_key(key)
 
 
 def paper_fields(paper: Paper | None) -> tuple[str, tuple[str, ...], dict[str, FilterValue | list[FilterValue]]]:
-    """(title, authors, filterable values) of a paper, as its chunks' keyword documents carry them."""
+    """(title, authors, other fields) of a paper, normalised (corpus/fields.py), as its chunks' keyword
+    documents carry them."""
     if paper is None:
         return "", (), {}
-    authors = paper.metadata.get("authors") or ()
-    authors = (authors,) if isinstance(authors, str) else tuple(str(a) for a in authors)
-    return paper.title or "", authors, _filter_values(paper.metadata)
+    fields = normalise(paper.metadata)
+    authors = tuple(str(a) for a in fields.pop("authors", None) or ())  # type: ignore[union-attr]
+    return paper.title or "", authors, fields
 
 
 def keyword_doc(chunk_id: str, text: str, paper: Paper | None) -> KeywordDoc:

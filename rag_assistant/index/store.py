@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rag_assistant.corpus.fields import name_key, normalise
 from rag_assistant.corpus.models import Paper
 
+FIELD_PREFIX = "f_"  # a paper's normalised fields (corpus/fields.py) on each of its chunks, for `where` filters
+AUTHOR_KEYS = FIELD_PREFIX + "author_keys"  # its authors as filters compare them (fields.name_key)
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
 PROOF_PAPERS = 2_000  # papers proven unchanged per ids-only query (`_proven`): bounds its size
 
@@ -118,7 +121,18 @@ def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]
     if index == 0:  # the whole abstract, once per paper, so answers and references need no other store
         meta["paper_text"] = paper.text
         meta["paper_meta"] = json.dumps(paper.metadata, ensure_ascii=False, default=str)
-    return meta
+    return {**meta, **field_metadata(paper)}
+
+
+def field_metadata(paper: Paper) -> dict[str, Any]:
+    """The paper's fields as Chroma metadata of each chunk (filterable with `where`; lists with `$contains`).
+    Nothing for a paper without metadata."""
+    fields = normalise(paper.metadata)
+    out: dict[str, Any] = {FIELD_PREFIX + key: value for key, value in fields.items()}
+    keys = list(dict.fromkeys(filter(None, map(name_key, fields.get("authors") or []))))  # type: ignore[arg-type]
+    if keys:
+        out[AUTHOR_KEYS] = keys
+    return out
 
 
 def text_key(text: str) -> str:
