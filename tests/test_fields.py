@@ -12,8 +12,11 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.corpus.fields import name_key, normalise, split_authors
 from rag_assistant.corpus.models import Paper
+from rag_assistant.errors import FilterError
+from rag_assistant.index.filters import parse_filters
 from rag_assistant.index.ingest import ingest_papers
 from rag_assistant.index.store import open_store
+from rag_assistant.retrieve import Retriever
 
 
 @pytest.mark.parametrize(
@@ -182,12 +185,15 @@ def test_reingest_upgrades_papers_stored_before_fields(tmp_path: Path) -> None:
         mp.setattr(Paper, "content_hash", property(_old_hash))
         ingest_papers(papers, settings)
     assert not _collection(settings).get(where={"f_year": 2024})["ids"]
+    with pytest.raises(FilterError, match="written before paper fields"):  # not a silently keyword-only search
+        Retriever(settings).restrict(parse_filters(years="2024"))
 
     report = ingest_papers(load_corpus([path]).papers, settings)
     assert (report.changed, report.chunks_added > 0) == (2, True)
     assert {
         m["paper_id"] for m in _collection(settings).get(where={"f_year": 2024}, include=["metadatas"])["metadatas"]
     } == {"p2"}
+    assert [f.field for f in Retriever(settings).restrict(parse_filters(years="2024"))] == ["year"]
 
 
 def test_openreview_wrapped_records_load(tmp_path: Path) -> None:

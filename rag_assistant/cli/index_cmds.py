@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from rag_assistant.cli.common import err, out, print_json, settings_from
+from rag_assistant.cli.options import AuthorOpt, TopicOpt, WhereOpt, YearOpt, apply_filters
 from rag_assistant.cli.progress import ProgressBar
 from rag_assistant.cli.safe import safe, tag
 from rag_assistant.text import plural
@@ -98,6 +99,10 @@ def search(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, best first.")] = False,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Hybrid (dense + keyword) search, one result per paper."""
     from rag_assistant.answer.question import check_question
@@ -108,6 +113,8 @@ def search(
     for line in notes:
         err().print(f"[yellow]warning:[/] {safe(line)}")
     retriever = Warmup(settings).retriever()
+    if restricted := apply_filters(retriever, author, year, topic, where):
+        err().print(f"filtered: {safe(restricted)}")
     sources = retriever.search(query, settings.top_k)
     for line in retriever.search_warnings():
         err().print(f"[yellow]warning:[/] {safe(line)}")

@@ -104,6 +104,7 @@ class FieldFilter:
     values: tuple[FilterValue, ...] = ()
     low: float | None = None
     high: float | None = None
+    contains: tuple[str, ...] = ()  # before index/filters.py resolves them: case-insensitive parts of a value
 
 
 def field_name(key: str) -> str:

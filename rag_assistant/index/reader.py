@@ -66,9 +66,12 @@ class IndexReader:
         self.reloads += 1
         return True
 
-    def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
-        """The `n` chunks nearest to `embedding`, papers in `exclude` left out before ranking."""
-        return self._store.query(embedding, n, exclude)
+    def query(
+        self, embedding: Sequence[float], n: int, exclude: Collection[str] = (), where: dict[str, Any] | None = None
+    ) -> list[ChunkHit]:
+        """The `n` chunks nearest to `embedding`, papers in `exclude` or not matching `where` left out before
+        ranking."""
+        return self._store.query(embedding, n, exclude, where)
 
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
         """The indexed papers among these ids, by id (unknown ids are left out)."""
@@ -92,6 +95,10 @@ class IndexReader:
             count = token_counter(get_tokenizer(s.embedding_model))
             self._sentences = SentenceReader(s, embedder, count, chunking)
         return self._sentences.vectors(papers)
+
+    def any_match(self, where: dict[str, Any]) -> bool:
+        """Whether some stored chunk's metadata matches `where` (a filter on paper fields)."""
+        return self._store.any_match(where)
 
     def count(self) -> int:
         """Number of chunks."""
