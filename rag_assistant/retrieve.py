@@ -205,8 +205,8 @@ class Retriever:
         n = depth or max(self.settings.candidates, 4 * k)
         vector = self.embedder.embed_cached([query])[0]  # answering embeds the question again: cached
         self.embedder.check_dimension(len(vector), self.reader.dimension())  # a swapped server model
-        dense = self.reader.query(vector.tolist(), n, exclude=hidden, where=chroma_where(self.where))
-        lexical = self.keyword.query(query, n, exclude=hidden, where=self.where)
+        dense = self._dense(vector.tolist(), n, hidden)
+        lexical = self._lexical(query, n, hidden)
         aggs = self._rank(dense, lexical)
         if self.settings.feedback_papers:
             first = {pid: agg.dense for pid, agg in aggs.items()}
@@ -258,14 +258,14 @@ class Retriever:
         self.hidden = len(hidden)
         vector = self.embedder.embed_cached([query])[0]
         self.embedder.check_dimension(len(vector), self.reader.dimension())
-        dense = self.reader.query(vector.tolist(), depth, exclude=hidden, where=chroma_where(self.where))
-        lexical = self.keyword.query(query, depth, exclude=hidden, where=self.where)
+        dense = self._dense(vector.tolist(), depth, hidden)
+        lexical = self._lexical(query, depth, hidden)
         aggs = self._rank(dense, lexical)
         first = {pid: agg.dense for pid, agg in aggs.items()}
         top = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))[:SURVEY_FEEDBACK]
         dense2 = self._feedback(vector, dense, aggs, depth, hidden, SURVEY_FEEDBACK, 0.5)
         words = expansion_terms([p.text for p in self.reader.papers(top).values()], self.idf, SURVEY_TERMS)
-        lexical2 = self.keyword.query(f"{query} {' '.join(words)}", depth, exclude=hidden, where=self.where)
+        lexical2 = self._lexical(f"{query} {' '.join(words)}", depth, hidden)
         aggs = self._rank(_best_hits(dense + dense2), _best_scores(lexical, lexical2))
         for pid, agg in aggs.items():  # the question's own cosine where the first pass saw the paper
             agg.dense = first.get(pid, agg.dense)
@@ -295,8 +295,16 @@ class Retriever:
             return dense
         centroid = np.mean([np.asarray(v) for v in vectors.values()], axis=0)
         moved = (1 - beta) * vector / np.linalg.norm(vector) + beta * centroid / np.linalg.norm(centroid)
-        moved = (moved / np.linalg.norm(moved)).tolist()
-        return self.reader.query(moved, n, exclude=hidden, where=chroma_where(self.where))
+        return self._dense((moved / np.linalg.norm(moved)).tolist(), n, hidden)
+
+    def _dense(self, vector: list[float], n: int, hidden: Collection[str]) -> list[ChunkHit]:
+        """The dense search, within the filters when there are any (the call is as before without)."""
+        where = chroma_where(self.where)
+        return self.reader.query(vector, n, exclude=hidden, **({"where": where} if where else {}))
+
+    def _lexical(self, query: str, n: int, hidden: Collection[str]) -> list[tuple[str, float]]:
+        """The keyword search, within the filters when there are any."""
+        return self.keyword.query(query, n, exclude=hidden, **({"where": self.where} if self.where else {}))
 
     def _sources(self, aggs: dict[str, _Agg], dense: list[ChunkHit], k: int) -> list[Source]:
         texts = {hit.chunk_id: hit.text for hit in dense}
