@@ -187,3 +187,53 @@ def test_years_parse() -> None:
     assert parse_years("2023-") == FieldFilter("year", low=2023)
     assert parse_years(" -2024") == FieldFilter("year", high=2024)
     assert parse_years("2020..2022") == FieldFilter("year", low=2020, high=2022)
+
+
+def test_first_authors_and_byline() -> None:
+    from rag_assistant.corpus.fields import byline, first_authors
+
+    six = ["Zhihui Xie", "Jie chen", "Liyu Chen", "Weichao Mao", "Jingjing Xu", "Lingpeng Kong"]
+    assert first_authors(six) == "Xie, chen, ... (6 authors)"
+    assert first_authors(["Ada Lovelace", "Alan Turing"]) == "Lovelace, Turing"
+    assert byline({"authors": six, "topic": "Deep Learning->Large Language Models"}) == (
+        "Xie, chen, ... (6 authors) · Deep Learning->Large Language Models"
+    )
+    assert byline({"urls": ["https://x.org"]}) == byline({}) == ""  # the caller shows file and position
+
+
+def test_papers_lists_the_subset_with_its_fields(cli, fielded: Path) -> None:  # noqa: ANN001
+    done = cli("--data-dir", str(fielded), "papers", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {r["paper_id"]: r for r in json.loads(done.stdout)}
+    assert set(rows) == {p[0] for p in PAPERS}
+    assert rows["op1"]["fields"] == {
+        "authors": ["Yann N. Dauphin"],
+        "year": 2021,
+        "venue": "ICML",
+        "topic": "Optimization->Stochastic",
+    }
+    done = cli("--data-dir", str(fielded), "papers", "--author", "ada lovelace", "--year", "2023-2024")
+    assert done.returncode == 0, done.stderr
+    listed = [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
+    assert sorted(listed) == ["[rl2]", "[rl3]"]
+    assert "Turing, Lovelace · Reinforcement Learning->Batch/Offline · 2023" in done.stdout
+    assert "filtered: authors = ada lovelace, year 2023-2024" in done.stderr and "2 papers" in done.stderr
+
+
+def test_references_show_authors_topic_and_year(cli, fielded: Path) -> None:  # noqa: ANN001
+    done = cli("--data-dir", str(fielded), "ask", "How are graph neural networks used for molecules?", "--json")
+    assert done.returncode == 0, done.stderr
+    refs = {r["paper_id"]: r for r in json.loads(done.stdout)["references"]}
+    assert refs["gr1"]["byline"] == "Hopper, Turing · Deep Learning->Graph Neural Networks · 2025"
+    text = cli("--data-dir", str(fielded), "ask", "How are graph neural networks used for molecules?")
+    assert "Hopper, Turing · Deep Learning->Graph Neural Networks · 2025" in text.stdout
+    assert "papers.jsonl #" not in text.stdout  # the file and position only when a paper has no fields
+
+
+def test_references_of_papers_without_fields_show_file_and_position(cli, ready: Path) -> None:  # noqa: ANN001
+    done = cli("ask", "How does ShadowKV reduce KV cache memory?", "--json")
+    assert done.returncode == 0, done.stderr
+    refs = json.loads(done.stdout)["references"]
+    assert refs and all(r["byline"] == "" for r in refs)
+    text = cli("ask", "How does ShadowKV reduce KV cache memory?")
+    assert f"{refs[0]['source']} #{refs[0]['position']}" in text.stdout

@@ -107,6 +107,7 @@ def search(
     """Hybrid (dense + keyword) search, one result per paper."""
     from rag_assistant.answer.question import check_question
     from rag_assistant.cli.warm import Warmup
+    from rag_assistant.corpus.fields import byline
 
     settings = settings_from(ctx, top_k=k)
     query, notes = check_question(query, settings.max_question_chars)  # refused and cut as `ask` does
@@ -127,7 +128,7 @@ def search(
         dense = f"{s.dense_score:.3f}" if s.dense_score is not None else "-"
         out().print(
             f"[bold]{s.rank}. {tag(s.paper_id)}[/] score {s.score:.4f} (cosine {dense})  "
-            f"[dim]{safe(s.paper.source)} #{s.paper.position}[/]"
+            f"[dim]{safe(byline(s.paper.metadata) or f'{s.paper.source} #{s.paper.position}')}[/]"
         )
         if s.paper.title:
             out().print(f"   {safe(s.paper.title)}")
@@ -169,7 +170,41 @@ def stats(
             out().print(f"{key}: {safe(value)}")
 
 
+def papers(
+    ctx: typer.Context,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list with every field.")] = False,
+) -> None:
+    """The papers of the index with their title, first authors, topic and year; the filters pick which."""
+    from rag_assistant.corpus.fields import byline, normalise
+    from rag_assistant.errors import EmptyIndexError
+    from rag_assistant.index.filters import catalogue, describe, matches, parse_filters, resolve
+    from rag_assistant.index.reader import IndexReader
+
+    reader = IndexReader(settings_from(ctx))
+    if reader.empty():
+        raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
+    stored = sorted(reader.stored_papers(), key=lambda p: (p.source, p.position, p.paper_id))
+    filters = parse_filters(author or (), year, topic or (), where or ())
+    resolved = resolve(filters, catalogue(stored)) if filters else []
+    chosen = [p for p in stored if matches(p, resolved)]
+    if resolved:
+        err().print(f"filtered: {safe(describe(resolved))}")
+    if as_json:
+        rows = [{"paper_id": p.paper_id, "title": p.title, "source": p.source, "position": p.position} for p in chosen]
+        print_json([{**row, "fields": normalise(p.metadata)} for row, p in zip(rows, chosen, strict=True)])
+        return
+    for p in chosen:
+        shown = byline(p.metadata) or f"{p.source} #{p.position}"
+        out().print(f"[bold]{tag(p.paper_id)}[/] {safe(p.label)} [dim]{safe(shown)}[/]")
+    err().print(plural(len(chosen), "paper"))
+
+
 def register(app: typer.Typer) -> None:
     app.command()(ingest)
     app.command()(search)
     app.command()(stats)
+    app.command()(papers)

@@ -174,3 +174,21 @@ def name_key(name: str) -> str:
     folded = unicodedata.normalize("NFKD", name.lower().translate(_NAME_FOLDS))
     plain = "".join(c for c in folded if not unicodedata.combining(c))
     return " ".join(re.findall(r"(?u)\b\w\w+\b", plain))
+
+
+def first_authors(authors: list[str]) -> str:
+    """ "Xie, Chen, ... (6 authors)": the first two surnames, and how many authors in all when more."""
+    surnames = [a.split()[-1] for a in authors if a.split()]
+    if len(surnames) <= 2:
+        return ", ".join(surnames)
+    return f"{surnames[0]}, {surnames[1]}, ... ({len(surnames)} authors)"
+
+
+def byline(metadata: Mapping[str, Any]) -> str:
+    """A paper's first authors, topic (track) and year, as references show them ("" without any: the caller
+    falls back to the file and position)."""
+    fields = normalise(metadata)
+    authors = fields.get("authors")
+    parts = [first_authors([str(a) for a in authors]) if isinstance(authors, list) else ""]
+    parts += [str(fields[k]) for k in ("topic", "year") if k in fields]
+    return " · ".join(p for p in parts if p)

@@ -99,6 +99,24 @@ def _check_authors(names: Sequence[Any], authors: Counter) -> None:
         raise FilterError(f"no author named {', '.join(map(str, missing))!r} in the index", hint)
 
 
+def matches(paper: Paper, filters: Sequence[FieldFilter]) -> bool:
+    """Whether a paper passes every resolved filter, as `chroma_where` and the keyword index decide it."""
+    fields = normalise(paper.metadata)
+    for f in filters:
+        value = fields.get(f.field)
+        items = value if isinstance(value, list) else [] if value is None else [value]
+        if f.field == "authors":
+            ok = bool({name_key(str(v)) for v in f.values} & {name_key(str(a)) for a in items})
+        elif f.values:
+            ok = any(item in set(_typed(f.values)) for item in items)
+        else:
+            numbers = [i for i in items if isinstance(i, int | float) and not isinstance(i, bool)]
+            ok = any((f.low is None or n >= f.low) and (f.high is None or n <= f.high) for n in numbers)
+        if not ok:
+            return False
+    return True
+
+
 def describe(filters: Sequence[FieldFilter]) -> str:
     """`author = A or B, year 2023-2025, topic = T`: what a filtered answer was restricted to."""
     parts = []
