@@ -237,3 +237,10 @@ def test_references_of_papers_without_fields_show_file_and_position(cli, ready: 
     assert refs and all(r["byline"] == "" for r in refs)
     text = cli("ask", "How does ShadowKV reduce KV cache memory?")
     assert f"{refs[0]['source']} #{refs[0]['position']}" in text.stdout
+
+
+def test_stats_shows_which_fields_the_index_holds(cli, fielded: Path) -> None:  # noqa: ANN001
+    stats = cli("--data-dir", str(fielded), "stats", "--json")
+    assert json.loads(stats.stdout)["fields"] == {"authors": 8, "year": 8, "venue": 8, "topic": 8}
+    text = cli("--data-dir", str(fielded), "stats").stdout
+    assert "fields (papers carrying each" in text and "authors (8), year (8), venue (8), topic (8)" in text

@@ -166,6 +166,9 @@ def stats(
         elif key == "sources":
             for name, n in value.items():
                 out().print(f"  {safe(name)}: {plural(n, 'paper')}")
+        elif key == "fields":
+            shown = ", ".join(f"{name} ({n})" for name, n in value.items()) or "none (no paper metadata)"
+            out().print(f"fields (papers carrying each; filter with --author, --year, --topic, --where): {safe(shown)}")
         else:
             out().print(f"{key}: {safe(value)}")
 
