@@ -189,7 +189,7 @@ def test_reingest_upgrades_papers_stored_before_fields(tmp_path: Path) -> None:
         Retriever(settings).restrict(parse_filters(years="2024"))
 
     report = ingest_papers(load_corpus([path]).papers, settings)
-    assert (report.changed, report.chunks_added > 0) == (2, True)
+    assert (report.changed, report.chunks_added > 0, report.chunks_embedded) == (2, True, 0)  # vectors reused
     assert {
         m["paper_id"] for m in _collection(settings).get(where={"f_year": 2024}, include=["metadatas"])["metadatas"]
     } == {"p2"}
