@@ -21,7 +21,7 @@ from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
-from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
 from rag_assistant.index.keyword_fields import keyword_doc, store_docs
 from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
 from rag_assistant.index.sentences import SentenceIngest, SentencePass
@@ -261,13 +261,30 @@ def _write_changes(
     report.chunks_deleted = len(obsolete)
     report.removed = len(plan.stale)
 
-    keyword = KeywordIndex(keyword_dir(settings))
     docs = [keyword_doc(c.chunk_id, c.text, paper) for paper, pieces in papers for c in pieces]
-    # updated when in step with the store before this run, unless too much of it would be removed chunks
-    if not (keyword.can_update(before) and keyword.update(docs, obsolete, revision)):
-        keyword.build(store_docs(store), revision)
+    settled = _update_keyword(store, settings, docs, obsolete, before, revision)
     report.keyword_rebuilt = True
-    _settle(store, info, revision, report)  # last: until now a kill leaves this run pending
+    # Last (until now a kill leaves this run pending), on the store's info as it is now, not as this run read it
+    # minutes ago: the pending runs of another client's ingest meanwhile stay registered
+    _settle(store, {**store.get_info(), "revision": settled}, revision, report)
+
+
+def _update_keyword(
+    store: VectorStore, settings: Settings, added: list[KeywordDoc], obsolete: list[str], before: str, run: str
+) -> str:
+    """Bring the keyword index up to date; returns the revision the store settles at. When another client
+    started writing since this run did (the store's revision is its now), an update would leave its chunks out
+    of this index while the index claimed to be current: the index is rebuilt from the store under a new
+    revision instead, which that client's index then lacks (its readers rebuild, or its ingest does)."""
+    keyword = KeywordIndex(keyword_dir(settings))
+    if store_revision(store.get_info()) != run:
+        revision = uuid.uuid4().hex
+        keyword.build(store_docs(store), revision)
+        return revision
+    # updated when in step with the store before this run, unless too much of it would be removed chunks
+    if not (keyword.can_update(before) and keyword.update(added, obsolete, run)):
+        keyword.build(store_docs(store), run)
+    return run
 
 
 def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: IngestReport) -> None:
