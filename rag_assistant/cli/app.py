@@ -114,9 +114,9 @@ def _metavar(param: click.Parameter) -> str:
 
 
 def _register() -> None:
-    from rag_assistant.cli import answer_cmds, batch_cmds, chat_cmds, eval_cmds, index_cmds
+    from rag_assistant.cli import answer_cmds, batch_cmds, chat_cmds, eval_cmds, generate_cmds, index_cmds
 
-    for module in (index_cmds, answer_cmds, chat_cmds, batch_cmds, eval_cmds):
+    for module in (index_cmds, answer_cmds, chat_cmds, batch_cmds, eval_cmds, generate_cmds):
         module.register(app)
     for command in app.registered_commands:
         if command.cls in (None, TyperCommand):  # a command that chose its own class keeps it
