@@ -94,3 +94,21 @@ def test_a_retry_after_over_a_minute_is_reported_not_waited_for(srv: FakeLLMServ
         LLMClient(_settings(srv, llm_max_retries=3)).complete("s", "u")
     assert info.value.reason == "rate_limit" and "it asks to retry after 90s (1 attempt, " in info.value.message
     assert srv.request_count == 1
+
+
+def test_the_retries_are_the_openai_clients_own(srv: FakeLLMServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 item 5: the client retries (max_retries = llm_max_retries); no loop of ours around a client
+    whose retries are off."""
+    import openai
+
+    built: list[int] = []
+    init = openai.OpenAI.__init__
+
+    def spy(self: openai.OpenAI, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        built.append(self.max_retries)
+
+    monkeypatch.setattr(openai.OpenAI, "__init__", spy)
+    srv.script(status(503), status(502), reply("Third time lucky."))
+    assert LLMClient(_settings(srv, llm_max_retries=2)).complete("s", "u").text == "Third time lucky."
+    assert built == [2] and srv.request_count == 3
