@@ -8,13 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import architecture as arch
 import pytest
 
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.index import keyword_segments
-from rag_assistant.index.keyword import KeywordIndex, query_terms, tokenize
-from rag_assistant.index.stopwords import STOPWORDS_EN
-from rag_assistant.text import english_stemmer, split_sentences
+from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.stopwords import STOPWORDS_EN
+from rag_assistant.text import english_stemmer, query_terms, split_sentences, tokenize
 
 QUERIES = [
     "low-rank key cache offloading for long-context inference",
@@ -51,7 +52,7 @@ def test_tokenizer_is_bm25s() -> None:
     import bm25s
     from bm25s.stopwords import STOPWORDS_EN as theirs
 
-    assert frozenset(theirs) == STOPWORDS_EN  # the copy in index/stopwords.py
+    assert frozenset(theirs) == STOPWORDS_EN  # the copy in stopwords.py
 
     texts = [text for _, text in _chunks()] + [
         "",
@@ -185,3 +186,12 @@ def test_ties_at_the_cut_are_taken_in_index_order(tmp_path: Path) -> None:
     index.build([("b#0", same), ("a#0", same), ("c#0", "Key cache only."), ("d#0", same)], "r1")
     assert [cid for cid, _ in index.query("key cache offloading", 2)] == ["b#0", "a#0"]
     assert [cid for cid, _ in index.query("key cache offloading", 4)][:3] == ["b#0", "a#0", "d#0"]
+
+
+def test_only_the_retriever_reads_the_keyword_index_module_from_above() -> None:
+    """Issue 25 item 2: the answer layer scores relevance with text.py's terms (the ground floor), not the index's
+    tokenizer; above the index only the retriever, which searches the keyword index, imports index/keyword.py."""
+    keyword = "rag_assistant.index.keyword"
+    above = [m for m in arch.modules() if arch.floor(m.name) > arch.floor(keyword)]
+    users = sorted(m.name for m in above if keyword in arch.imports(m))
+    assert users == ["rag_assistant.retrieve"]

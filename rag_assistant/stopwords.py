@@ -1,5 +1,6 @@
-"""The English stop words of the keyword index: bm25s's `STOPWORDS_EN` (bm25s 0.3, bm25s/stopwords.py), copied
-here so that tokenising needs neither bm25s nor its files; tests/test_keyword.py checks them against bm25s's."""
+"""The English stop words of the keyword terms (text.tokenize): bm25s's `STOPWORDS_EN` (bm25s 0.3,
+bm25s/stopwords.py), copied here so that tokenising needs neither bm25s nor its files; tests/test_keyword.py checks
+them against bm25s's."""
 
 # bm25s is under the MIT License:
 #
