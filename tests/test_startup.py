@@ -79,3 +79,27 @@ def test_llm_ask_imports_only_what_the_call_needs_in_process(ready: Path) -> Non
         assert proc.returncode == 0, proc.stderr
         assert '"mode": "llm"' in proc.stdout and len(server.requests) == 1
     assert proc.stdout.strip().splitlines()[-2:] == ["Python processes started: []", "[]"]
+
+
+def test_a_command_leaves_the_garbage_collector_alone() -> None:
+    """Issue 25 item 1: neither paused while chromadb imports nor frozen as the command ends (measured: each saved
+    under 0.07 s of CPU); a caller of `main()` keeps its process's collector as it was."""
+    code = (
+        "import gc, sys\n"
+        "during = []\n"
+        "def seen(phase, info):\n"
+        "    spec = getattr(sys.modules.get('chromadb'), '__spec__', None)\n"
+        "    during.append(phase == 'start' and getattr(spec, '_initializing', False))\n"
+        "gc.callbacks.append(seen)\n"
+        "from rag_assistant.cli import main\n"
+        "sys.argv = ['rag-assistant', 'search', 'key cache']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('chromadb' in sys.modules, sum(during), gc.get_freeze_count())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    imported, collections_while_importing, frozen = proc.stdout.split()[-3:]
+    assert imported == "True" and int(collections_while_importing) > 0 and frozen == "0"

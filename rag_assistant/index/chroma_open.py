@@ -24,9 +24,7 @@ _snapshots: list[Any] = []  # the temporary copies of this process, removed at e
 def open_collection(path: Path | None, name: str, url: str | None, write: bool) -> tuple[Any, Any]:
     """(client, collection) of the embedded index in `path`, or of the server at `url`."""
     logging.getLogger("chromadb").setLevel(logging.ERROR)
-    from rag_assistant.index.chroma_import import import_chromadb
-
-    chromadb = import_chromadb()
+    import chromadb
     from chromadb.config import Settings as ChromaSettings
 
     settings = ChromaSettings(anonymized_telemetry=False)
