@@ -46,6 +46,12 @@ def _global(
     collection: Annotated[
         str | None, typer.Option(metavar="NAME", help="Chroma collection name.", show_default=False)
     ] = None,
+    chroma_tenant: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Chroma tenant on the server.", show_default=False)
+    ] = None,
+    chroma_database: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Chroma database on the server.", show_default=False)
+    ] = None,
     embedding_base_url: Annotated[
         str | None,
         typer.Option(metavar="URL", help="Embed on this OpenAI-compatible /v1/embeddings server.", show_default=False),
@@ -64,6 +70,7 @@ def _global(
 ) -> None:
     ctx.obj = {"data_dir": data_dir, "chroma_url": chroma_url, "collection": collection, "config_file": config}
     ctx.obj |= {"embedding_base_url": embedding_base_url, "embedding_api_model": embedding_api_model}
+    ctx.obj |= {"chroma_tenant": chroma_tenant, "chroma_database": chroma_database}
 
 
 class ReadableHelp(TyperCommand):
