@@ -1,4 +1,5 @@
-"""Sentence splitting and light normalisation shared by chunking, extractive answers and citation checks.
+"""Sentence splitting, light normalisation and the keyword terms shared by chunking, the keyword index, relevance,
+extractive answers and citation checks.
 
 One splitter everywhere, so that a sentence the answerer extracts is the same unit the verifier checks."""
 
@@ -7,6 +8,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from typing import Any
+
+from rag_assistant.stopwords import STOPWORDS_EN
 
 # Abbreviations after which a period does not end a sentence.
 _ABBREV = r"(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Figs|Eq|Eqs|Sec|No|resp|approx|Dr|Mr|Ms|Prof|al)"
@@ -81,6 +84,34 @@ def stems(text: str) -> list[str]:
     stemmer = english_stemmer()
     words = content_words(text)
     return stemmer.stemWords(words) if stemmer else [w[:6] for w in words]  # prefixes: a crude fallback
+
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default token_pattern
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    """The keyword index's terms, which relevance scoring shares: what bm25s.tokenize(texts, stopwords="en",
+    stemmer=english_stemmer(), return_ids=False) returns (tests/test_keyword.py checks it on the corpus): lower
+    case, words of 2+ characters, stop words out, stems."""
+    stop, split = STOPWORDS_EN, _TOKEN.findall
+    docs = [[w for w in split(text.lower()) if w not in stop] for text in texts]
+    stemmer = english_stemmer()
+    if stemmer is None:
+        return docs
+    words = list(dict.fromkeys(w for doc in docs for w in doc))
+    stem_of = dict(zip(words, stemmer.stemWords(words), strict=True))
+    return [[stem_of[w] for w in doc] for doc in docs]
+
+
+def query_terms(text: str) -> list[str]:
+    """The terms of a question without question words ('what', 'which', 'paper', ...) that bm25s's English
+    stop-word list keeps: they match every abstract and only add noise."""
+    return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
+
+
+@lru_cache(maxsize=1)
+def _question_stopwords() -> frozenset[str]:
+    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
 
 
 # `$...$` (or `$$...$$`) math, and LaTeX commands outside it. A `$` followed by a digit opens math only if its

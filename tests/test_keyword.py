@@ -8,12 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import architecture as arch
 import pytest
 
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.index import keyword_segments
-from rag_assistant.index.keyword import KeywordIndex, query_terms, tokenize
-from rag_assistant.text import english_stemmer, split_sentences
+from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.stopwords import STOPWORDS_EN
+from rag_assistant.text import english_stemmer, query_terms, split_sentences, tokenize
 
 QUERIES = [
     "low-rank key cache offloading for long-context inference",
@@ -48,6 +50,9 @@ def _same_scores(got: dict[str, float], want: dict[str, float]) -> None:
 
 def test_tokenizer_is_bm25s() -> None:
     import bm25s
+    from bm25s.stopwords import STOPWORDS_EN as theirs
+
+    assert frozenset(theirs) == STOPWORDS_EN  # the copy in stopwords.py
 
     texts = [text for _, text in _chunks()] + [
         "",
@@ -163,14 +168,16 @@ def test_older_format_is_stale(tmp_path: Path) -> None:
     assert KeywordIndex.stored_revision(tmp_path / "kw") is None
 
 
-def test_search_does_not_import_bm25s(tmp_path: Path) -> None:
-    KeywordIndex(tmp_path / "kw").build(_chunks(), "r1")
+def test_build_and_search_need_no_bm25s(tmp_path: Path) -> None:
+    """bm25s is a test extra, not a dependency: the index is built and searched as if it were not installed."""
     code = (
-        "import sys; from pathlib import Path; from rag_assistant.index.keyword import KeywordIndex; "
-        f"k = KeywordIndex(Path({str(tmp_path / 'kw')!r})); assert k.query('key cache', 3); "
-        "assert 'bm25s' not in sys.modules and 'numba' not in sys.modules and 'scipy' not in sys.modules"
+        "import sys; sys.modules['bm25s'] = None; from pathlib import Path; "
+        "from rag_assistant.index.keyword import KeywordIndex; "
+        f"k = KeywordIndex(Path({str(tmp_path / 'kw')!r})); k.build([('a#0', 'The key cache is offloaded.')], 'r1'); "
+        "assert k.query('key cache', 3); assert 'numba' not in sys.modules and 'scipy' not in sys.modules"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_ties_at_the_cut_are_taken_in_index_order(tmp_path: Path) -> None:
@@ -179,3 +186,12 @@ def test_ties_at_the_cut_are_taken_in_index_order(tmp_path: Path) -> None:
     index.build([("b#0", same), ("a#0", same), ("c#0", "Key cache only."), ("d#0", same)], "r1")
     assert [cid for cid, _ in index.query("key cache offloading", 2)] == ["b#0", "a#0"]
     assert [cid for cid, _ in index.query("key cache offloading", 4)][:3] == ["b#0", "a#0", "d#0"]
+
+
+def test_only_the_retriever_reads_the_keyword_index_module_from_above() -> None:
+    """Issue 25 item 2: the answer layer scores relevance with text.py's terms (the ground floor), not the index's
+    tokenizer; above the index only the retriever, which searches the keyword index, imports index/keyword.py."""
+    keyword = "rag_assistant.index.keyword"
+    above = [m for m in arch.modules() if arch.floor(m.name) > arch.floor(keyword)]
+    users = sorted(m.name for m in above if keyword in arch.imports(m))
+    assert users == ["rag_assistant.retrieve"]

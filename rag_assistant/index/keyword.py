@@ -5,77 +5,31 @@ The index is a list of segments (index/keyword_segments.py) plus corpus-wide sta
 frequencies, live chunks, total length) kept in step by every update. An update tokenizes only its chunks,
 writes them as a new segment, marks replaced and removed chunks dead in a new mask of their segment, and merges
 small segments (size-tiered, never past SEGMENT_MAX chunks), so its cost grows with what changed, not with the
-index. Scores are bm25s's ('lucene' BM25) over the live chunks, computed at query time with numpy; the
-tokenizer reproduces bm25s.tokenize (its English stop words, PyStemmer), so neither search nor ingest imports
-bm25s (numba, scipy: ~1.5 s). A write adds new files, then swaps meta.json in one rename, then deletes what no
-longer belongs: a kill leaves the previous state whole."""
+index. Scores are bm25s's ('lucene' BM25) over the live chunks, computed at query time with numpy; the terms
+are text.tokenize's, which reproduces bm25s.tokenize (its English stop words, copied in stopwords.py), so nothing
+here needs bm25s (numba, scipy: ~1.5 s of imports). A write adds new files, then swaps meta.json in one rename, then
+deletes what no longer belongs: a kill leaves the previous state whole."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import re
 import shutil
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
 from rag_assistant.files import private_dir, write_private
 from rag_assistant.index import keyword_segments as ks
+from rag_assistant.text import query_terms, tokenize
 
 FORMAT = 2  # 1: one bm25s matrix (read as stale, so the next ingest rebuilds it)
 META = "meta.json"
 BATCH = 4_096  # chunks tokenized at a time (SEGMENT_MAX is a multiple): their words are Python strings
-_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default token_pattern
-
-
-@lru_cache(maxsize=1)
-def _stopwords() -> frozenset[str]:
-    """bm25s's English stop words, read from its data module without importing bm25s itself."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("bm25s")
-    if spec is None or spec.origin is None:  # pragma: no cover - bm25s is a dependency
-        raise ImportError("bm25s is not installed")
-    path = Path(spec.origin).with_name("stopwords.py")
-    module_spec = importlib.util.spec_from_file_location("_bm25s_stopwords", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return frozenset(module.STOPWORDS_EN)
-
-
-def tokenize(texts: list[str]) -> list[list[str]]:
-    """What bm25s.tokenize(texts, stopwords="en", stemmer=english_stemmer(), return_ids=False) returns
-    (tests/test_keyword.py checks it on the corpus): lower case, words of 2+ characters, stop words out, stems."""
-    from rag_assistant.text import english_stemmer
-
-    stop, split = _stopwords(), _TOKEN.findall
-    docs = [[w for w in split(text.lower()) if w not in stop] for text in texts]
-    stemmer = english_stemmer()
-    if stemmer is None:
-        return docs
-    words = list(dict.fromkeys(w for doc in docs for w in doc))
-    stems = dict(zip(words, stemmer.stemWords(words), strict=True))
-    return [[stems[w] for w in doc] for doc in docs]
-
-
-def query_terms(text: str) -> list[str]:
-    """BM25 tokens of a question without question words ('what', 'which', 'paper', ...) that bm25s's
-    English stop-word list keeps: they match every abstract and only add noise."""
-    return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
-
-
-@lru_cache(maxsize=1)
-def _question_stopwords() -> frozenset[str]:
-    from rag_assistant.text import STOPWORDS
-
-    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
 
 
 class KeywordSearch(Protocol):
