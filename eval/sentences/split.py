@@ -25,6 +25,17 @@ def split_of(abstract_id: str) -> str:
     return "heldout" if heldout(abstract_id) else "dev"
 
 
+def boundaries(sentences: list[str]) -> tuple[set[int], int]:
+    """Where sentences start (but the first), counted in non-whitespace characters from the abstract's start, and
+    the non-whitespace length: splitters that normalise spacing compare fairly with the labels."""
+    starts, n = set(), 0
+    for i, sentence in enumerate(sentences):
+        if i:
+            starts.add(n)
+        n += len("".join(sentence.split()))
+    return starts, n
+
+
 def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 

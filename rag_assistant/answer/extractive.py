@@ -19,6 +19,7 @@ Deterministic: same index and question, same answer."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -58,12 +59,17 @@ def local_idf(sentence_terms: list[set[str]]) -> dict[str, float]:
     return {t: math.log(1 + n / d) for t, d in df.items()}
 
 
+_FINAL = re.compile(r"[.!?]+[\"'\u201d\u2019)\]}*]*$")  # the final stop and the quotes or brackets it closes
+
+
 def cite(sentence: str, paper_id: str) -> str:
-    """Put the citation before the final punctuation: '... memory [004:17].'"""
+    """Put the citation before the final punctuation: '... memory [004:17].', '... "hallucinations [004:17]."'
+    (after it, the citation would start a sentence of its own)."""
     body = sentence.rstrip()
-    end = body[-1] if body and body[-1] in ".!?" else "."
-    body = body[:-1] if body and body[-1] in ".!?" else body
-    return f"{body} [{paper_id}]{end}"
+    end = _FINAL.search(body)
+    if end is None:
+        return f"{body} [{paper_id}]."
+    return f"{body[: end.start()].rstrip()} [{paper_id}]{end.group(0)}"
 
 
 @dataclass
