@@ -5,6 +5,9 @@ eval/README.md#judged-sets):
                        apart (scored neither way); tags: survey, <area>, plain|reworded, dev|heldout
   eval/nearmiss.jsonl  questions the conference cannot answer (near-topic: a real topic plus one constraint no
                        paper meets; off-corpus: far from it), and the answerable twins of near-topic ones
+  eval/conference.jsonl, eval/dev.jsonl
+                       the topic questions' gold lists made exhaustive (gold, borderline, criterion) from the
+                       re-judging in eval/judged/rejudge-*.jsonl; every other line as it is
 
 The dev/heldout split is fixed by the question id alone (sha1 of the id: 2 in 5 held out), so it was decided
 before any tuning and does not depend on what the questions say.
@@ -35,7 +38,7 @@ def rows(path: Path) -> list[dict]:
 
 def survey_set() -> list[dict]:
     out = []
-    for topics_file in sorted(JUDGED.glob("*-topics.jsonl")):
+    for topics_file in sorted(JUDGED.glob("sv-*-topics.jsonl")):
         judgments = defaultdict(dict)
         for j in rows(topics_file.with_name(topics_file.name.replace("-topics", "-judgments"))):
             judgments[j["topic"]][j["paper"]] = j["label"]
@@ -76,6 +79,26 @@ def nearmiss_set() -> list[dict]:
     return out
 
 
+REJUDGED = {"conference.jsonl": "rejudge-conference.jsonl", "dev.jsonl": "rejudge-dev.jsonl"}
+EXHAUSTIVE = "Gold lists every paper judged relevant in a pool of several rankings (eval/judged/rejudge-*.jsonl)."
+
+
+def rejudged(name: str) -> list[dict]:
+    """An older set with its topic questions' gold lists made exhaustive: gold, borderline and criterion from
+    the re-judging (the questions themselves unchanged)."""
+    fixes = {r["id"]: r for r in rows(JUDGED / REJUDGED[name])}
+    out = []
+    for item in rows(EVAL / name):
+        fix = fixes.get(item["id"])
+        if fix:
+            item = {**item, "gold_papers": fix["gold_papers"], "borderline_papers": fix["borderline_papers"],
+                    "criterion": fix["criterion"]}  # fmt: skip
+            if "gold_answer" in item and "may exist" in item["gold_answer"]:
+                item["gold_answer"] = EXHAUSTIVE
+        out.append(item)
+    return out
+
+
 def write(path: Path, items: list[dict]) -> str:
     return "".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items)
 
@@ -85,7 +108,9 @@ def main() -> int:
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     stale = 0
-    for name, items in (("survey.jsonl", survey_set()), ("nearmiss.jsonl", nearmiss_set())):
+    built = [("survey.jsonl", survey_set()), ("nearmiss.jsonl", nearmiss_set())]
+    built += [(name, rejudged(name)) for name in REJUDGED]
+    for name, items in built:
         text = write(EVAL / name, items)
         if args.check:
             if not (EVAL / name).exists() or (EVAL / name).read_text(encoding="utf-8") != text:
@@ -95,7 +120,7 @@ def main() -> int:
             (EVAL / name).write_text(text, encoding="utf-8")
             counts = defaultdict(int)
             for i in items:
-                counts[next(t for t in i["tags"] if t in ("dev", "heldout"))] += 1
+                counts[next((t for t in i.get("tags", []) if t in ("dev", "heldout")), "unsplit")] += 1
             print(f"eval/{name}: {len(items)} questions ({dict(counts)})")
     return 1 if stale else 0
 

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 
 EVAL = Path(__file__).resolve().parent
-SETS = ("survey.jsonl", "nearmiss.jsonl", "conference.jsonl")
+SETS = ("survey.jsonl", "nearmiss.jsonl", "conference.jsonl")  # over the conference index (--data-dir)
+BUNDLED_SETS = ("dev.jsonl",)  # over the bundled 38 (--bundled-dir): no split, all of it development data
 SURVEY_FEATURES = (
     "max_sentence", "top2_sentence", "abstract", "term_share", "max_gap", "gap2", "feedback", "fused",
     "z_max_sentence", "z_top2_sentence", "z_abstract", "z_term_share", "z_max_gap", "z_gap2", "z_feedback",
@@ -39,21 +40,21 @@ NEAR_MISS_FEATURES = (
 )  # fmt: skip
 
 
-def load(split: str) -> list[dict]:
+def load(split: str, bundled: bool = False) -> list[dict]:
     items = []
-    for name in SETS:
+    for name in BUNDLED_SETS if bundled else SETS:
         path = EVAL / name
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 item = json.loads(line) if line.strip() else None
-                if item and split in item.get("tags", []):
-                    items.append(item)
+                if item and (split in item.get("tags", []) or (bundled and split == "dev")):
+                    items.append({**item, "id": f"bundled:{item['id']}" if bundled else item["id"]})
     return items
 
 
 def kind(item: dict) -> str:
     tags = item["tags"]
-    if "survey" in tags:
+    if "survey" in tags or ("multi" in tags and item.get("criterion")):  # topic questions judged exhaustively
         return "survey"
     if not item["gold_papers"]:
         return "near-topic" if "near-topic" in tags else "off-corpus"
@@ -152,11 +153,17 @@ def model_of(name_features: tuple[str, ...], x: np.ndarray, y: np.ndarray, l2: f
                       f"{note}: {len(y)} pairs, {int(y.sum())} positive")  # fmt: skip
 
 
+def _group(item: dict) -> str:
+    if item["id"].startswith("bundled:"):
+        return "dev.jsonl topic"
+    return "survey.jsonl" if "survey" in item["tags"] else "conference.jsonl topic"
+
+
 def report_survey(items: list[dict], found: dict, model) -> None:  # noqa: ANN001
-    """Cited precision/recall (borderline neither way) and papers listed, per cut-off; recall at 20."""
+    """Cited precision/recall (borderline neither way) and papers listed, per cut-off and set."""
     rows = [i for i in items if kind(i) == "survey"]
-    for cut in (0.2, 0.25, 0.3, 0.35, 0.4, 0.5):
-        precision, recall, listed = [], [], []
+    for cut in (0.2, 0.3, 0.4, 0.5, 0.6):
+        scores: dict[str, list[tuple[float, float, int]]] = {}
         for item in rows:
             f = found[item["id"]]["survey"]
             p = model.probability(f["x"])
@@ -164,16 +171,16 @@ def report_survey(items: list[dict], found: dict, model) -> None:  # noqa: ANN00
             chosen = [set(f["ids"][i]) for i in range(len(p)) if p[i] >= cut]
             scored = [names for names in chosen if not names & border]
             right = sum(bool(names & gold) for names in scored)
-            precision.append(right / len(scored) if scored else 0.0)
-            recall.append(len({g for names in scored for g in names & gold}) / len(gold))
-            listed.append(len(chosen))
-        print(f"  survey >= {cut}: cited precision {np.mean(precision):.3f} recall {np.mean(recall):.3f}, "
-              f"{np.mean(listed):.1f} papers listed")  # fmt: skip
+            recall = len({g for names in scored for g in names & gold}) / len(gold)
+            scores.setdefault(_group(item), []).append((right / len(scored) if scored else 0.0, recall, len(chosen)))
+        print(f"  survey >= {cut}: " + "; ".join(
+            f"{g} P {np.mean([x[0] for x in v]):.3f} R {np.mean([x[1] for x in v]):.3f} n {np.mean([x[2] for x in v]):.1f}"
+            for g, v in sorted(scores.items())))  # fmt: skip
 
 
 def report_near_miss(items: list[dict], found: dict, model, abstain: float) -> None:  # noqa: ANN001
     """Near-topic questions refused (abstained or near miss) and answerable ones wrongly refused, per cut-off."""
-    for cut in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4):
+    for cut in (0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55):
         refused: dict[str, list[bool]] = {}
         for item in items:
             f = found[item["id"]]
@@ -188,6 +195,7 @@ def report_near_miss(items: list[dict], found: dict, model, abstain: float) -> N
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, required=True)
+    ap.add_argument("--bundled-dir", type=Path, help="an index of the bundled 38 alone, for eval/dev.jsonl")
     ap.add_argument("--split", default="dev")
     ap.add_argument("-k", type=int, default=5)
     ap.add_argument("--cache", type=Path, help="a pickle of the features, reused while tuning")
@@ -200,6 +208,11 @@ def main() -> int:
 
     items = load(args.split)
     found = candidates(args.data_dir, items, args.k, args.cache)
+    if args.bundled_dir:
+        more = load(args.split, bundled=True)
+        cache = args.cache.with_name(args.cache.name + ".bundled") if args.cache else None
+        found.update(candidates(args.bundled_dir, more, args.k, cache))
+        items += more
     cols = lambda names: [FEATURES.index(n) for n in names]  # noqa: E731
     if args.split == "dev":
         xs, ys = pairs(items, found, "survey", cols(SURVEY_FEATURES), lambda i: kind(i) == "survey")

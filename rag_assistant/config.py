@@ -218,7 +218,7 @@ class Settings(BaseSettings):
     )
 
     near_miss_threshold: float = Field(
-        0.3,
+        0.45,
         ge=0,
         le=1,
         description="When no retrieved paper's match probability (answer/match.py) reaches this, the answer says "
@@ -237,7 +237,7 @@ class Settings(BaseSettings):
         300, ge=50, le=5000, description="Chunks fetched from each retriever (dense and keyword) for a survey question."
     )
     survey_include: float = Field(
-        0.4,
+        0.5,
         ge=0,
         le=1,
         description="A paper joins a survey answer when its match probability (answer/match.py) is at least this; "
@@ -250,6 +250,7 @@ class Settings(BaseSettings):
         description="Papers with a match probability between this and survey_include are listed apart as "
         "'possibly related', never mixed into the answer.",
     )
+
     @field_validator("data_dir", mode="before")
     @classmethod
     def _not_empty(cls, value: Any) -> Any:  # noqa: ANN401 - before validation

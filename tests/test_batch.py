@@ -120,7 +120,7 @@ def test_llm_batch_killed_resumed_and_retried(cli, own_ready: Path, tmp_path: Pa
         answered, abstained, failed, skipped = map(int, counts.groups())
         assert skipped == sum(r["status"] == "ok" for r in first)
         assert f"resuming: {skipped} question(s) already done" in res.stderr
-        assert failed == len(FAILING) and "6 question(s) failed" in res.stdout
+        assert failed == len(FAILING) and "6 question(s) failed" in res.stdout, res.stdout
         assert answered + abstained + failed + skipped == 50
         assert "mode llm · model gpt-4o-mini" in res.stdout and "p95 per question" in res.stdout
         assert "failed" in res.stderr  # plain progress lines when stderr is not a terminal

@@ -71,14 +71,23 @@ class QuestionView:
         return [(stems(w) or [w])[0] for w in self.words]
 
 
+# Words a question uses about the collection or the asking, not about what a paper does ("What approaches in the
+# corpus ...", "recent work on ..."): no paper is expected to say them.
+META_WORDS = frozenset(
+    "corpus collection index conference literature recent recently published proposed paper papers work works "
+    "study studies approach approaches method methods research researchers authors article articles list".split()
+)
+
+
 def analyse_question(question: str, embed: Embed) -> QuestionView:
     from rag_assistant.index.keyword import query_terms
 
+    words = [w for w in dict.fromkeys(content_words(question)) if w not in META_WORDS]
     return QuestionView(
         question,
         embed([question])[0],
         list(dict.fromkeys(query_terms(question))),
-        list(dict.fromkeys(content_words(question))),
+        words,
         embed,
     )
 

@@ -58,26 +58,9 @@ class LLMGenerator:
         example = "[1]" if self.numbered_labels else f"[{sources[0].paper_id if sources else '004:17'}]"
         system = self.system.format(not_found=NOT_FOUND, example=example)
         user = self.user.format(question=question, sources=format_sources(sources, labels))
-        if on_token is None:
-            completion = self.client.complete(system, user)
-        else:
-            shown = CitationStream(on_token, Resolver([s.paper_id for s in sources], labels), self.client.secrets)
-            completion = self.client.stream(system, user, shown)
-            shown.flush()
-        text = completion.text.strip()
-        if not text:
-            raise self.client.error(
-                "empty",
-                f"the LLM ({self.model} at {self.client.where()}) returned an empty completion",
-                "check the model name and that the server can run it; retry",
-            )
-        warnings = []
-        if any(secret in text for secret in self.client.secrets):  # echoed from a prompt, a log, an error page
-            text = scrub(text, self.client.secrets)
-            warnings.append("the model's answer held a secret of this client (an API key or URL credential): masked")
-        text, cut = self.client.bounded(text, completion.finish)
-        warnings += cut
-        return Draft(text, self.model, self.prompt_version, completion.usage, labels=labels, warnings=warnings)
+        resolver = Resolver([s.paper_id for s in sources], labels)
+        text, usage, warnings = self._complete(system, user, resolver, on_token)
+        return Draft(text, self.model, self.prompt_version, usage, labels=labels, warnings=warnings)
 
     def survey(
         self, question: QuestionView, papers: Sequence[PaperView], on_token: Callable[[str], None] | None = None
@@ -98,17 +81,42 @@ class LLMGenerator:
                 count=str(len(batch)),
                 sources=format_sources(batch, {label_of[s.paper_id]: s.paper_id for s in batch}),
             )
-            if on_token is None:
-                completion = self.client.complete(system, user)
-            else:
-                completion = self.client.stream(system, user, CitationStream(on_token, resolver))
+            text, used, notes = self._complete(system, user, resolver, on_token)
+            if on_token is not None:
                 on_token("\n\n")
-            text, notes = self.client.bounded(completion.text.strip(), completion.finish)
             texts.append(text)
             warnings += notes
-            for key, value in completion.usage.items():
+            for key, value in used.items():
                 usage[key] = usage.get(key, 0) + value
         version = f"{self.survey_system.version}+{self.survey_user.version}"
         # one paragraph per line, so that each is verified and placed in its group on its own
         lines = [line.strip() for text in texts for line in text.splitlines() if line.strip()]
         return Draft("\n\n".join(lines), self.model, version, usage, labels=labels, warnings=warnings)
+
+    def _complete(
+        self, system: str, user: str, resolver: Resolver, on_token: Callable[[str], None] | None
+    ) -> tuple[str, dict[str, int], list[str]]:
+        """One completion: streamed through on_token when given (every citation held back until it resolves),
+        never empty, the client's secrets masked, cut at the length bound. Returns text, usage, warnings."""
+        if on_token is None:
+            completion = self.client.complete(system, user)
+        else:
+            shown = CitationStream(on_token, resolver, self.client.secrets)
+            completion = self.client.stream(system, user, shown)
+            shown.flush()
+        text = self._nonempty(completion.text)
+        warnings = []
+        if any(secret in text for secret in self.client.secrets):  # echoed from a prompt, a log, an error page
+            text = scrub(text, self.client.secrets)
+            warnings.append("the model's answer held a secret of this client (an API key or URL credential): masked")
+        text, cut = self.client.bounded(text, completion.finish)
+        return text, completion.usage, warnings + cut
+
+    def _nonempty(self, text: str) -> str:
+        if not text.strip():
+            raise self.client.error(
+                "empty",
+                f"the LLM ({self.model} at {self.client.where()}) returned an empty completion",
+                "check the model name and that the server can run it; retry",
+            )
+        return text.strip()

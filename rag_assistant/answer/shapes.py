@@ -32,6 +32,7 @@ class AnswerChain(Protocol):
 
     def take_draft(self, answer: Answer, draft: Draft, started: float) -> None: ...
 
+
 _CITED = re.compile(r"\[([^\[\]]+)\]")
 
 

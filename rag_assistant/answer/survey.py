@@ -5,7 +5,8 @@ Selection reads the match probability of each candidate (match.py): papers at or
 the answer, best first; those between `survey_possible` and it are "possibly related", shown apart and never
 mixed in; the rest are dropped. Both cut-offs were chosen on the dev split of the judged survey set
 (docs/retrieval.md#survey-answers). Groups: with more than `_GROUP_FROM` papers, the papers are clustered by
-their abstracts' mean sentence vectors (average linkage on cosine distance, scipy) and each group is named by
+their abstracts' mean sentence vectors (average linkage on cosine distance, scipy; about one group per
+_GROUP_SIZE papers, at most _MAX_GROUPS) and each group is named by
 the words that set its papers apart from the other listed papers (a class-based TF-IDF)."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rag_assistant.answer.analysis import PaperView
 from rag_assistant.text import STOPWORDS, english_stemmer
 
 _GROUP_FROM = 8  # fewer papers read fine as one list
-_GROUP_DISTANCE = 0.55  # average-linkage cosine distance at which clusters stop merging
+_GROUP_SIZE = 7  # papers per group, roughly
 _MAX_GROUPS = 6
 _WORD = re.compile(r"[A-Za-z][A-Za-z\-]{2,}")
 
@@ -85,9 +86,8 @@ def group(views: Sequence[PaperView], question_words: set[str]) -> list[Group]:
 
     vectors = np.array([_mean(v.vectors) for v in views])
     tree = linkage(vectors, method="average", metric="cosine")
-    labels = fcluster(tree, t=_GROUP_DISTANCE, criterion="distance")
-    if len(set(labels)) > _MAX_GROUPS:
-        labels = fcluster(tree, t=_MAX_GROUPS, criterion="maxclust")
+    # about one group per _GROUP_SIZE papers: a reader scans a few named groups, not a flat list of 30
+    labels = fcluster(tree, t=min(_MAX_GROUPS, max(2, round(len(views) / _GROUP_SIZE))), criterion="maxclust")
     if len(set(labels)) < 2:
         return []
     members: dict[int, list[int]] = {}
@@ -112,12 +112,13 @@ def _names(groups: list[list[PaperView]], question_words: set[str], n: int = 3) 
     for members in groups:
         c: Counter[str] = Counter()
         for v in members:
-            words = [w.lower() for w in _WORD.findall(v.source.paper.text) if w.lower() not in STOPWORDS]
-            for w, st in zip(words, stemmer.stemWords(words) if stemmer else words, strict=True):
-                if st in question_words or w in question_words:
+            words = [w for w in _WORD.findall(v.source.paper.text) if w.lower() not in STOPWORDS]
+            lower = [w.lower() for w in words]
+            for w, st in zip(words, stemmer.stemWords(lower) if stemmer else lower, strict=True):
+                if st in question_words:
                     continue
                 c[st] += 1
-                surface.setdefault(st, Counter())[w] += 1
+                surface.setdefault(st, Counter())[w] += 1  # as written: "SAEs", not "saes"
         counts.append(c)
     df = Counter(st for c in counts for st in c)
     names = []

@@ -63,6 +63,13 @@ class _UnlockedGenerator:
         finally:
             self.lock.acquire()
 
+    def survey(self, question: Any, papers: list[Any], on_token: Callable[[str], None] | None = None) -> Draft:  # noqa: ANN401
+        self.lock.release()
+        try:
+            return self.inner.survey(question, papers, on_token)
+        finally:
+            self.lock.acquire()
+
 
 class Answerer:
     """One chain shared by the worker threads; see the module docstring for the locking."""

@@ -145,6 +145,12 @@ def _write_answer(f: IO[str], record: dict[str, Any]) -> None:
             where = f"{ref.get('source')} #{ref.get('position')}"
             f.write(f"- [{ref['paper_id']}] {title_}{_one_line(ref.get('snippet', ''))} ({where})\n")
         f.write("\n")
+    survey = record.get("survey") or {}
+    if survey.get("possible"):  # a survey's papers near the cut-off: apart, as in the terminal
+        f.write("**Possibly related** (near the cut-off: check before citing)\n\n")
+        for pid in survey["possible"]:
+            f.write(f"- [{pid}] {_one_line((survey.get('notes') or {}).get(pid, ''))}\n")
+        f.write("\n")
     warnings = record.get("warnings") or []
     if warnings:
         f.write("**Warnings**\n\n" + "".join(f"- {_one_line(w)}\n" for w in warnings) + "\n")

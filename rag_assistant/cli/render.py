@@ -9,6 +9,7 @@ from rich.markdown import Markdown
 
 from rag_assistant.answer.models import Answer
 from rag_assistant.cli.safe import clean, safe, tag
+from rag_assistant.text import clean_markup
 
 
 def mode_line(answer: Answer) -> str:
@@ -24,20 +25,35 @@ def render_answer(console: Console, answer: Answer, show_sources: bool = False) 
         console.print(Markdown(clean(answer.answer)))
     else:  # pipes and files get the text itself: rich would crop list items to 80 columns
         console.print(clean(answer.answer), markup=False)
+    render_possible(console, answer)
     flagged = [s for s in answer.sentences if s.flags]
     if flagged:
         console.print(f"[yellow]{len(flagged)} sentence(s) flagged by the citation check (see warnings)[/]")
     if answer.references:
         console.print("\n[bold]References[/]")
+        width = 160 if len(answer.references) <= 8 else 70  # a survey's long list stays scannable
         for ref in answer.references:
             where = f"{ref.source} #{ref.position}"
             label = f"{ref.title}. " if ref.title else ""
-            console.print(f"  [bold cyan]{tag(ref.paper_id)}[/] [dim]{safe(where)}[/] {safe(label + ref.snippet)}")
+            text = label + ref.snippet
+            text = text if len(text) <= width else text[:width].rstrip() + "..."
+            console.print(f"  [bold cyan]{tag(ref.paper_id)}[/] [dim]{safe(where)}[/] {safe(text)}")
     if show_sources or answer.abstained:
         render_sources(console, answer, heading="Closest papers" if answer.abstained else "Sources")
     for warning in answer.warnings:
         console.print(f"[yellow]warning:[/] {safe(warning)}")
     console.print(f"[dim]{safe(mode_line(answer))} · {answer.timings.get('total', 0):.1f}s[/]")
+
+
+def render_possible(console: Console, answer: Answer) -> None:
+    """A survey's papers near the cut-off: shown apart, never mixed into the answer."""
+    possible = (answer.survey or {}).get("possible") or []
+    if not possible:
+        return
+    notes = (answer.survey or {}).get("notes") or {}
+    console.print(f"\n[bold]Possibly related[/] [dim]({len(possible)}, near the cut-off: check before citing)[/]")
+    for pid in possible:
+        console.print(f"  [bold cyan]{tag(pid)}[/] {safe(clean(clean_markup(notes.get(pid, ''))))}")
 
 
 def render_sources(console: Console, answer: Answer, heading: str = "Sources") -> None:

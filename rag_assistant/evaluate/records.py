@@ -63,6 +63,12 @@ def _sentences(answer: Answer | None, judged: list[m.Judged] | None) -> list[dic
     return sentences
 
 
+def _survey(survey: dict[str, Any]) -> dict[str, Any]:
+    """What results.jsonl keeps of a survey: the papers listed, possibly related, groups and the count."""
+    keep = ("papers", "possible", "groups", "capped", "considered", "probabilities")
+    return {key: survey[key] for key in keep if key in survey}
+
+
 def record(
     item: EvalItem, answer: Answer | None, ranked: list[dict[str, Any]], judged: list[m.Judged] | None
 ) -> dict[str, Any]:
@@ -76,6 +82,9 @@ def record(
         "error": None,
         "judge_error": None,
         "abstained": None if answer is None else answer.abstained,
+        "plan": {} if answer is None else answer.plan,
+        "near_miss": None if answer is None else answer.near_miss,
+        "survey": None if answer is None or not answer.survey else _survey(answer.survey),
         "relevance": getattr(answer, "relevance", None),  # the score abstention is decided on
         "answer": "" if answer is None else answer.answer,
         "citations": [] if answer is None else answer.citations,

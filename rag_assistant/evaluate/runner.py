@@ -53,7 +53,9 @@ def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] |
     out: m.Metrics = {}
     if answer is None:
         return out
-    out.update(m.abstention_metrics(item.answerable, answer.abstained))
+    # a near miss ("no paper here does X; the closest are ...") declines to answer as abstention does
+    out.update(m.abstention_metrics(item.answerable, answer.abstained or answer.near_miss is not None))
+    out["near_miss_rate"] = float(answer.near_miss is not None)
     out["latency_s"] = answer.timings.get("total")
     if answer.usage:
         out["tokens"] = float(answer.usage.get("total_tokens", 0))
