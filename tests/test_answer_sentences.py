@@ -33,12 +33,16 @@ ABSTRACTS = [
         ),
     },
     {
-        "id": "tide1",
-        "title": "Tidal flow prediction with neural operators",
+        "id": "route1",
+        "title": "SparseRoute: sparse expert routing for long-context language models",
         "abstract": (
-            "Coastal flooding depends on tidal flows that are costly to simulate. "
-            "We train a Fourier neural operator on tide gauge records to predict tidal flows in estuaries. "
-            "It is 40 times faster than the numerical solver at equal accuracy."
+            "Long-context language models are expensive to serve because every token passes through every expert. "
+            "We propose SparseRoute, which routes each token of a long context to two experts chosen by a learned "
+            "sparse router. SparseRoute trains the sparse router jointly with the experts using a load-balancing "
+            "loss on long contexts. The sparse router is a single linear layer over the token embeddings of the "
+            "long context. On LongBench, SparseRoute is 2.1 times faster than dense baselines while matching their "
+            "accuracy. Routing decisions of the SparseRoute sparse router stay stable across long contexts of "
+            "different lengths."
         ),
     },
 ]
@@ -68,9 +72,9 @@ def test_a_paper_is_quoted_by_its_method_and_result_never_filler_or_a_dangling_t
 
 @pytest.mark.slow
 def test_a_comparison_question_gets_the_sentence_that_compares(cli, corpus: None) -> None:
-    answer = _answer(cli, "How much faster than the numerical solver is the tidal neural operator?")
-    assert "40 times faster than the numerical solver" in answer, answer
-    assert "To alleviate this" not in answer
+    """Four sentences share more of the question's words; the one that compares must still be quoted."""
+    answer = _answer(cli, "How does SparseRoute compare to dense models?")
+    assert "2.1 times faster than dense baselines" in answer, answer
 
 
 def _labels(split: str) -> list[dict]:

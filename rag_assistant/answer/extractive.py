@@ -137,7 +137,7 @@ class ExtractiveGenerator:
             # a blank line between items: each stays its own paragraph through citation checking
             text = "\n\n".join(self._topic_lines(candidates, relevance, sources))
         else:
-            chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id)
+            chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id, comparing)
             text = " ".join(cite(candidates[i].sentence, candidates[i].paper_id) for i in chosen)
         return Draft(text, self.model)
 
@@ -148,16 +148,25 @@ class ExtractiveGenerator:
         return Draft("\n\n".join("- " + lines[p.paper_id] for p in papers if p.paper_id in lines), self.model)
 
     def _one_paper(
-        self, candidates: list[_Candidate], relevance: np.ndarray, s_vecs: np.ndarray, paper_id: str
+        self,
+        candidates: list[_Candidate],
+        relevance: np.ndarray,
+        s_vecs: np.ndarray,
+        paper_id: str,
+        comparing: bool = False,
     ) -> list[int]:
-        """The best paper's sentences that answer the question, plus its method and result sentences, in
-        abstract order: what a reader asking about one paper wants, without its motivation."""
+        """The best paper's sentences that answer the question, plus its method and result sentences (and, for a
+        comparison question, its best sentence that compares), in abstract order: what a reader asking about one
+        paper wants, without its motivation."""
         own = [i for i, c in enumerate(candidates) if c.paper_id == paper_id and c.role not in (OTHER, BACKGROUND)]
         own = own or [i for i, c in enumerate(candidates) if c.paper_id == paper_id]  # all background: use it
         own.sort(key=lambda i: -relevance[i])
         chosen: list[int] = own[:1]
-        for role in (METHOD, RESULT):
-            best = next((i for i in own if candidates[i].role == role), None)
+        slots = [lambda c: c.role == METHOD, lambda c: c.role == RESULT]
+        if comparing:
+            slots.insert(0, lambda c: compares(c.sentence))
+        for wanted in slots:
+            best = next((i for i in own if wanted(candidates[i])), None)
             if best is not None and best not in chosen:
                 chosen.append(best)
         floor = self.sentence_floor * float(relevance[own[0]]) if own else 0.0

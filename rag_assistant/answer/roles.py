@@ -74,6 +74,8 @@ def sentence_role(sentence: str, position: int, n_sentences: int) -> str:
         return RESULT
     if method and not (result and late):
         return METHOD
+    if result and _COMPARATIVE.search(sentence):  # "2.1 times faster than dense baselines": a measured claim
+        return RESULT
     if result and (own or (position > 0 and not _BACKGROUND.search(sentence))):
         return RESULT
     if own:
