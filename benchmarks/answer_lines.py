@@ -25,7 +25,9 @@ from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.text import clean_markup, content_words, split_sentences
 
 REPO = Path(__file__).resolve().parents[1]
-CONFERENCE = REPO.parent / "shared/corpus/icml2025_full/papers.jsonl"
+_SHARED = "shared/corpus/icml2025_full/papers.jsonl"
+# ../shared beside the checkout, or beside the directory of worktrees
+CONFERENCE = next((d / _SHARED for d in REPO.parents[:2] if (d / _SHARED).is_file()), REPO.parent / _SHARED)
 _CITED = re.compile(r"\[([0-9a-f]{6,}|\d{3}(?::\d+)?)[^\]]*\]")
 
 

@@ -220,9 +220,15 @@ def _with_antecedents(chosen: list[int], candidates: list[_Candidate], limit: in
 def _key_sentence(indices: list[int], candidates: list[_Candidate], relevance: np.ndarray) -> int:
     """A paper's most relevant method or result sentence that reads alone; one that refers back only when it has
     no other, any sentence when it has no claim."""
-    claims = [i for i in indices if candidates[i].role in (METHOD, RESULT)]
-    claims = [i for i in claims if not candidates[i].dangling] or claims or indices
-    return max(claims, key=lambda i: relevance[i])
+    best = _claims(indices, [c.role for c in candidates], [c.dangling for c in candidates])
+    return max(best, key=lambda i: relevance[i])
+
+
+def _claims(indices: list[int], roles: Sequence[str], dangling: Sequence[bool]) -> list[int]:
+    """The method and result sentences among `indices` that read alone; else those that refer back; else all
+    (a paper with no claim sentence): what a one-line summary of the paper may quote."""
+    claims = [i for i in indices if roles[i] in (METHOD, RESULT)]
+    return [i for i in claims if not dangling[i]] or claims or indices
 
 
 def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
@@ -249,7 +255,7 @@ def key_sentence(question: QuestionView, paper: PaperView) -> str | None:
     sentence (background only when it has nothing else; never filler; one that refers back to the sentence before
     only when no other remains)."""
     usable = [i for i, s in enumerate(paper.sentences) if len(s.split()) >= _MIN_WORDS and paper.roles[i] != OTHER]
-    usable = [i for i in usable if not refers_back(paper.sentences[i])] or usable
+    usable = _claims(usable, paper.roles, [refers_back(s) for s in paper.sentences])
     if not usable or not len(paper.vectors):
         return None
     terms = set(question.word_stems)
