@@ -75,6 +75,19 @@ class Settings(BaseSettings):
         description="URL of a Chroma server (e.g. http://host:8000); unset = embedded Chroma in data_dir.",
     )
     collection: str = Field("abstracts", description="Name of the Chroma collection holding the chunks.")
+    # -- a Chroma server behind authentication, or Chroma Cloud (index/chroma_open.py); secrets never shown
+    chroma_token: SecretStr | None = Field(
+        None, description="Token sent to the Chroma server (or its reverse proxy), in chroma_token_header."
+    )
+    chroma_token_header: Literal["Authorization", "X-Chroma-Token"] = Field(
+        "Authorization", description="Authorization: sent as `Bearer <token>`; X-Chroma-Token (Chroma Cloud): as is."
+    )
+    chroma_user: str | None = Field(None, description="User of HTTP basic auth (also read from user:pass@ in the URL).")
+    chroma_password: SecretStr | None = Field(None, description="Password of HTTP basic auth.")
+    chroma_tenant: str = Field("default_tenant", description="Chroma tenant (Chroma Cloud: yours).")
+    chroma_database: str = Field("default_database", description="Chroma database within the tenant.")
+    chroma_tls_verify: bool = Field(True, description="Verify the https server's certificate; off only for tests.")
+    chroma_ca_file: Path | None = Field(None, description="CA bundle (PEM) that signed an https server's certificate.")
 
     # -- embedding and chunking
     embedding_model: str | None = Field(

@@ -172,3 +172,34 @@ def test_reader_face_reads_what_the_writer_wrote_and_never_writes(settings: Sett
     fresh = IndexReader(settings)
     assert fresh.keyword_current(info) and KeywordIndex.stored_revision(keyword_dir(settings)) == "r1"
     assert fresh.keyword.query("alpha caches", 5) == reader.keyword.query("alpha caches", 5)
+
+
+def test_an_ingest_interleaved_with_another_clients_leaves_every_client_complete(
+    settings: Settings, store: VectorStore
+) -> None:
+    """Client B (its own data dir) ingests while client A is between writing its chunks and settling (issue 21):
+    afterwards every client's keyword search finds both clients' papers, and no run is left pending. Before, A
+    settled the revision of its own keyword index, which held none of B's chunks, and claimed it current."""
+    from rag_assistant.index.ingest import ingest_papers
+    from rag_assistant.index.pending import pending_runs
+
+    b_settings = settings.model_copy(update={"data_dir": settings.data_dir.parent / "b"})
+    a_papers = [Paper(f"a:{i}", f"Alpha caches paper {i} on quokka memory.", "a.txt", i, None, {}) for i in range(3)]
+    b_papers = [Paper(f"b:{i}", f"Beta graphs paper {i} on wombat routing.", "b.txt", i, None, {}) for i in range(3)]
+    interleaved: list[int] = []
+
+    def b_meanwhile(*_: object) -> None:
+        if not interleaved:
+            interleaved.append(ingest_papers(b_papers, b_settings, store=store).new)
+
+    assert ingest_papers(a_papers[:1], settings, store=store).new == 1  # A's keyword index: current, on disk
+    assert ingest_papers(a_papers, settings, store=store, progress=b_meanwhile).new == 2 and interleaved == [3]
+    info = store.get_info()
+    assert pending_runs(info) == []
+    never = settings.model_copy(update={"data_dir": settings.data_dir.parent / "c"})  # a client that never ingested
+    for client in (settings, b_settings, never):
+        reader = IndexReader(client, store=store)
+        assert reader.hidden(info) == set()
+        for term, prefix in (("quokka", "a:"), ("wombat", "b:")):
+            found = {cid.split("#")[0] for cid, _ in reader.keyword.query(term, 10)}
+            assert found == {f"{prefix}{i}" for i in range(3)}, (client.data_dir.name, term, found)

@@ -20,6 +20,15 @@ EXPECTED: dict[str, frozenset[str]] = {
     "survey_user": frozenset({"question", "count", "sources"}),
     "condense": frozenset({"history", "question"}),
     "judge_support": frozenset({"sentence", "abstract"}),
+    # eval-generate (evaluate/generate/asker.py) and eval --judge's answer metrics (evaluate/grading.py)
+    "gen_known_item": frozenset({"title", "abstract"}),
+    "gen_method": frozenset({"title", "abstract"}),
+    "gen_result": frozenset({"title", "abstract"}),
+    "gen_survey": frozenset({"papers"}),
+    "gen_unanswerable": frozenset({"title", "abstract"}),
+    "judge_answers": frozenset({"question", "abstract"}),
+    "judge_criterion": frozenset({"criterion", "abstract"}),
+    "judge_relevance": frozenset({"question", "answer"}),
 }
 
 

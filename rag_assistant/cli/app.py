@@ -46,6 +46,12 @@ def _global(
     collection: Annotated[
         str | None, typer.Option(metavar="NAME", help="Chroma collection name.", show_default=False)
     ] = None,
+    chroma_tenant: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Chroma tenant on the server.", show_default=False)
+    ] = None,
+    chroma_database: Annotated[
+        str | None, typer.Option(metavar="NAME", help="Chroma database on the server.", show_default=False)
+    ] = None,
     embedding_base_url: Annotated[
         str | None,
         typer.Option(metavar="URL", help="Embed on this OpenAI-compatible /v1/embeddings server.", show_default=False),
@@ -64,6 +70,7 @@ def _global(
 ) -> None:
     ctx.obj = {"data_dir": data_dir, "chroma_url": chroma_url, "collection": collection, "config_file": config}
     ctx.obj |= {"embedding_base_url": embedding_base_url, "embedding_api_model": embedding_api_model}
+    ctx.obj |= {"chroma_tenant": chroma_tenant, "chroma_database": chroma_database}
 
 
 class ReadableHelp(TyperCommand):
@@ -107,9 +114,9 @@ def _metavar(param: click.Parameter) -> str:
 
 
 def _register() -> None:
-    from rag_assistant.cli import answer_cmds, batch_cmds, chat_cmds, eval_cmds, index_cmds
+    from rag_assistant.cli import answer_cmds, batch_cmds, chat_cmds, eval_cmds, generate_cmds, index_cmds
 
-    for module in (index_cmds, answer_cmds, chat_cmds, batch_cmds, eval_cmds):
+    for module in (index_cmds, answer_cmds, chat_cmds, batch_cmds, eval_cmds, generate_cmds):
         module.register(app)
     for command in app.registered_commands:
         if command.cls in (None, TyperCommand):  # a command that chose its own class keeps it

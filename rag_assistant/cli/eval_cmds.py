@@ -68,11 +68,19 @@ def eval_(
         bool, typer.Option("--retrieval-only", help="Score the ranking only, without answering (fast).")
     ] = False,
     tags: TagOpt = None,
+    export: Annotated[
+        str | None,
+        unset_option(
+            "--export", metavar="ragas", help="Also write the run as RAGAS reads it (ragas.jsonl, ragas.csv)."
+        ),
+    ] = None,
 ) -> None:
     """Answer every question of DATASET and score retrieval, citations, support, abstention and latency."""
     from rag_assistant.evaluate.run import EvalOptions, plan_eval
 
-    options = EvalOptions(dataset, out_dir, judge, judge_base_url, baseline, limit, force, retrieval_only, tags or [])
+    options = EvalOptions(
+        dataset, out_dir, judge, judge_base_url, baseline, limit, force, retrieval_only, tags or [], export
+    )
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     plan = plan_eval(settings, options)
     with ProgressBar("evaluating", total=len(plan.items), elapsed=True) as bar:

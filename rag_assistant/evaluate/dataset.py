@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rag_assistant.errors import RagAssistantError
 
-_KNOWN = {"id", "question", "gold_papers", "borderline_papers", "criterion", "gold_answer", "key_points", "tags"}
+_KNOWN = {
+    "id", "question", "gold_papers", "borderline_papers", "criterion", "gold_answer", "key_points", "tags", "provenance"
+}  # fmt: skip
 
 
 class DatasetError(RagAssistantError):
@@ -29,6 +31,8 @@ class EvalItem:
     key_points: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     line: int = 0
+    # what made a generated question (eval-generate): kept with it, never scored
+    provenance: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
     def answerable(self) -> bool:
@@ -55,6 +59,8 @@ def parse_item(row: Any, line: int) -> EvalItem:
     for key in ("gold_answer", "criterion"):
         if row.get(key) is not None and not isinstance(row[key], str):
             raise ValueError(f"{key!r} must be a string")
+    if row.get("provenance") is not None and not isinstance(row["provenance"], dict):
+        raise ValueError("'provenance' must be an object")
     unknown = sorted(set(row) - _KNOWN)
     if unknown:
         raise ValueError(f"unknown field(s) {unknown}; allowed: {sorted(_KNOWN)}")
@@ -68,6 +74,7 @@ def parse_item(row: Any, line: int) -> EvalItem:
         key_points=_strings(row, "key_points"),
         tags=_strings(row, "tags"),
         line=line,
+        provenance=row.get("provenance"),
     )
 
 

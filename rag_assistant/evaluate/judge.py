@@ -4,7 +4,8 @@ offline: the answer chain's own support score (rag_assistant.answer.citations) a
          Settings.support_threshold -- free, deterministic, but lexical/embedding-based.
 llm:     prompts/judge_support.txt sent to an OpenAI-compatible model, one call per (sentence, cited paper)
          and one more on all cited abstracts together when no single one suffices. SUPPORTED = 1.0,
-         PARTIAL = 0.5, UNSUPPORTED (or an unreadable reply) = 0.0; a citation supports alone at 1.0."""
+         PARTIAL = 0.5, UNSUPPORTED (or an unreadable reply) = 0.0; a citation supports alone at 1.0.
+         It also grades each answer on answer relevance and context precision (grading.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 from rag_assistant.answer.citations import strip_citations
 from rag_assistant.answer.models import Answer
 from rag_assistant.config import Settings
-from rag_assistant.evaluate.metrics import Judged
+from rag_assistant.evaluate.metrics import Judged, Metrics
 
 JUDGE_SYSTEM = "You verify claims against scientific paper abstracts. Reply with exactly one word."
 _VERDICT = re.compile(r"\b(UNSUPPORTED|NOT\s+SUPPORTED|PARTIAL(?:LY)?|SUPPORTED)\b", re.IGNORECASE)
@@ -28,6 +29,10 @@ class Judge(Protocol):
     threshold: float
 
     def judge(self, answer: Answer) -> list[Judged]: ...
+
+    def grade(self, question: str, answer: Answer, k: int) -> Metrics:
+        """Reference-free answer metrics (grading.py); the offline judge has none."""
+        ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -61,6 +66,9 @@ class OfflineJudge:
             for s in answer.sentences
         ]
 
+    def grade(self, question: str, answer: Answer, k: int) -> Metrics:
+        return {}
+
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -79,6 +87,7 @@ class LLMJudge:
     def __init__(self, settings: Settings, model: str, base_url: str | None = None) -> None:
         from rag_assistant.answer.llm_client import LLMClient
         from rag_assistant.answer.prompts import load_prompt
+        from rag_assistant.evaluate.grading import Grader
 
         self.llm = LLMClient(
             settings, model=model, base_url=base_url or settings.llm_base_url, temperature=0.0, max_tokens=16
@@ -89,6 +98,7 @@ class LLMJudge:
         self.unparsed = 0
         self.usage: Counter[str] = Counter()
         self._cache: dict[tuple[str, str], float] = {}
+        self.grader = Grader(self.llm, self.usage)
 
     def verdict(self, claim: str, abstract: str) -> float:
         key = (claim, abstract)
@@ -117,6 +127,9 @@ class LLMJudge:
             out.append(Judged(cites, support, joint, s.flags.count("invalid_citation_removed")))
         return out
 
+    def grade(self, question: str, answer: Answer, k: int) -> Metrics:
+        return self.grader.grade(question, answer, k)
+
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
@@ -125,7 +138,8 @@ class LLMJudge:
             "base_url": self.llm.where(),
             "prompt_version": self.prompt.version,
             "threshold": "SUPPORTED (PARTIAL = 0.5 counts only towards joint support)",
-            "calls": self.calls,
+            "calls": self.calls + self.grader.calls,  # the answer metrics' calls too
             "unparsed_replies": self.unparsed,
             "usage": dict(self.usage),
+            "answer_metrics": self.grader.describe(),
         }

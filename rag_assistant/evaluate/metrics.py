@@ -29,6 +29,8 @@ def main_metrics(k: int) -> list[str]:
         "cited_sentence_share",
         "support_recall",
         "support_precision",
+        "answer_relevance",
+        "context_precision",
         "abstention_accuracy",
         "false_abstention_rate",
         "near_miss_rate",

@@ -31,12 +31,16 @@ class EvalOptions:
     force: bool = False  # replace the run already in out_dir
     retrieval_only: bool = False
     tags: list[str] = field(default_factory=list)  # groups of comma-separated tags (see select_tags)
+    export: str | None = None  # also write the run for another tool (export.py): "ragas"
 
     def __post_init__(self) -> None:
         from rag_assistant.errors import ConfigError
+        from rag_assistant.evaluate.export import FORMATS
 
         if self.judge_base_url and not self.judge:
             raise ConfigError("--judge-base-url needs --judge MODEL", "name the judge model with --judge")
+        if self.export is not None and self.export not in FORMATS:
+            raise ConfigError(f"--export {self.export}: unknown format", f"use one of: {', '.join(FORMATS)}")
 
 
 @dataclass
@@ -76,8 +80,19 @@ class EvalPlan:
             run = run_eval(self.items, self.settings, self.judge, k=k, on_progress=on_progress)
         summary = summarize(run, self.options.dataset)
         paths = write_run(self.target, run, summary)
+        if self.options.export:
+            paths.update(self.export(run, k))
         deltas = compare(self.baseline, summary) if self.baseline is not None else None
         return EvalOutcome(run, summary, paths, deltas)
+
+    def export(self, run: EvalRun, k: int) -> dict[str, Path]:
+        """The run in another tool's format (export.py), the papers' abstracts read from the index."""
+        from rag_assistant.evaluate.export import samples, write_ragas
+        from rag_assistant.retrieve import Retriever
+
+        ids = {s["paper_id"] for r in run.results for s in r["ranking"][:k]}
+        papers = Retriever(self.settings).papers(sorted(ids | {g for r in run.results for g in r["gold_papers"]}))
+        return write_ragas(self.target, samples(run.results, self.items, papers, k), run.results, k)
 
 
 def default_out(mode: str) -> Path:

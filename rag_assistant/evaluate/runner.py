@@ -100,10 +100,13 @@ def _answer_one(
     except RagAssistantError as exc:
         error = exc
     judged: list[m.Judged] | None = None
+    graded: m.Metrics = {}
     t = time.perf_counter()
     if answer is not None and not answer.abstained:
         try:
             judged = judge.judge(answer)
+            if answer.near_miss is None:  # answer metrics: on the answers that did not decline (grading.py)
+                graded = judge.grade(item.question, answer, k)
         except RagAssistantError as exc:
             judge_error = str(exc)
     ranked = ranking(retriever.last)
@@ -114,7 +117,7 @@ def _answer_one(
     result.update(
         error=None if error is None else str(error), judge_error=judge_error, judge_s=round(time.perf_counter() - t, 4)
     )
-    result["metrics"] = score_answer(item, answer, judged, judge.threshold)
+    result["metrics"] = {**score_answer(item, answer, judged, judge.threshold), **graded}
     return result, error
 
 

@@ -2,14 +2,18 @@
 dir or on a server, with one clear line when it cannot be. Reading creates nothing: a data dir or collection that
 does not exist reads as an empty index. Embedded Chroma (chromadb 1.x) writes to its SQLite file whenever a
 client opens it (a row in its `acquire_write` table), so an index on read-only storage is read through a private
-temporary copy of that one file, its vector segments in place."""
+temporary copy of that one file, its vector segments in place. A server is reached as a deployment has it
+(ChromaEndpoint): a token or basic auth, a tenant and database, TLS verified against a CA file; those secrets
+are masked in every error, and a rejected or missing credential is one line, as an unreachable server is."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -19,9 +23,106 @@ from rag_assistant.files import connect_read_only, private_dir, private_file
 
 SQLITE = "chroma.sqlite3"
 _snapshots: list[Any] = []  # the temporary copies of this process, removed at exit by their finalizers
+_MIN_SECRET = 3  # shorter values would mask ordinary text without protecting anything
+_CREDENTIALS_HINT = (
+    "set chroma_token (RAG_ASSISTANT_CHROMA_TOKEN; header: chroma_token_header) or chroma_user and "
+    "chroma_password to credentials this server accepts"
+)
 
 
-def open_collection(path: Path | None, name: str, url: str | None, write: bool) -> tuple[Any, Any]:
+@dataclass(frozen=True, repr=False)
+class ChromaEndpoint:
+    """A Chroma server and how to reach it. Its repr and `shown` hold no credential."""
+
+    url: str
+    token: str | None = None
+    token_header: str = "Authorization"
+    user: str | None = None
+    password: str | None = None
+    tenant: str = "default_tenant"
+    database: str = "default_database"
+    verify: bool | str = True  # or the path of a CA bundle
+
+    @classmethod
+    def of(cls, settings: Any) -> ChromaEndpoint | None:  # noqa: ANN401 - Settings (config is above no layer)
+        """The server the settings name, None for the embedded index."""
+        if not settings.chroma_url:
+            return None
+        ca = settings.chroma_ca_file
+        if ca is not None and not Path(ca).expanduser().is_file():
+            raise ConfigError(f"chroma_ca_file not found: {ca}", "point it at the PEM file of the server's CA")
+        verify: bool | str = str(Path(ca).expanduser()) if ca is not None else bool(settings.chroma_tls_verify)
+        reveal = lambda secret: secret.get_secret_value() if secret is not None else None  # noqa: E731
+        return cls(
+            settings.chroma_url, reveal(settings.chroma_token), settings.chroma_token_header, settings.chroma_user,
+            reveal(settings.chroma_password), settings.chroma_tenant, settings.chroma_database, verify,
+        )  # fmt: skip
+
+    def __repr__(self) -> str:
+        return f"ChromaEndpoint({self.shown!r}, tenant={self.tenant!r}, database={self.database!r})"
+
+    @property
+    def parts(self) -> tuple[str, str, int]:
+        """(scheme, host, port); ConfigError for a URL without a host."""
+        try:
+            parsed = urlparse(self.url if "://" in self.url else f"http://{self.url}")
+            host, port = parsed.hostname, parsed.port
+        except ValueError:
+            host = port = None
+        if not host:
+            raise ConfigError(f"invalid Chroma URL: {self.shown}", "use e.g. http://localhost:8000")
+        scheme = "https" if parsed.scheme == "https" else "http"
+        return scheme, host, port or (443 if scheme == "https" else 8000)
+
+    @property
+    def shown(self) -> str:
+        """The URL as it may be shown: scheme, host and port, never user info, path or query."""
+        try:
+            scheme, host, port = self.parts
+        except ConfigError:
+            return "<invalid Chroma URL>"
+        return f"{scheme}://{host}:{port}"
+
+    def _basic(self) -> tuple[str, str] | None:
+        parsed = urlparse(self.url if "://" in self.url else f"http://{self.url}")
+        user = self.user if self.user is not None else parsed.username
+        password = self.password if self.password is not None else parsed.password
+        return (user or "", password or "") if user or password else None
+
+    def headers(self) -> dict[str, str]:
+        """The headers that authenticate every request; ConfigError when two credentials would share one."""
+        headers: dict[str, str] = {}
+        basic = self._basic()
+        if basic:
+            headers["Authorization"] = "Basic " + base64.b64encode(":".join(basic).encode()).decode()
+        if self.token:
+            if self.token_header == "Authorization" and basic:
+                raise ConfigError(
+                    "chroma_token and basic auth (chroma_user/chroma_password or user:pass@ in the URL) both set",
+                    "keep one, or send the token as chroma_token_header = X-Chroma-Token",
+                )
+            headers[self.token_header] = f"Bearer {self.token}" if self.token_header == "Authorization" else self.token
+        return headers
+
+    def secrets(self) -> list[str]:
+        """Every credential value, longest first (a key containing another is masked whole)."""
+        basic = self._basic()
+        found = [self.token or "", *(basic or ())] + [v.split(" ", 1)[-1] for v in self._safe_headers().values()]
+        return sorted({s for s in found if len(s) >= _MIN_SECRET}, key=len, reverse=True)
+
+    def _safe_headers(self) -> dict[str, str]:
+        try:
+            return self.headers()
+        except ConfigError:
+            return {}
+
+    def mask(self, text: str) -> str:
+        for secret in self.secrets():
+            text = text.replace(secret, "***")
+        return text
+
+
+def open_collection(path: Path | None, name: str, url: str | ChromaEndpoint | None, write: bool) -> tuple[Any, Any]:
     """(client, collection) of the embedded index in `path`, or of the server at `url`."""
     logging.getLogger("chromadb").setLevel(logging.ERROR)
     from rag_assistant.index.chroma_import import import_chromadb
@@ -31,7 +132,7 @@ def open_collection(path: Path | None, name: str, url: str | None, write: bool) 
 
     settings = ChromaSettings(anonymized_telemetry=False)
     if url:
-        return _server(chromadb, settings, url, name, write)
+        return _server(chromadb, settings, url if isinstance(url, ChromaEndpoint) else ChromaEndpoint(url), name, write)
     assert path is not None
     try:
         if write:
@@ -53,28 +154,42 @@ def open_collection(path: Path | None, name: str, url: str | None, write: bool) 
     return (client, collection) if collection is not None else _empty(chromadb, name)
 
 
-def _server(chromadb: Any, settings: Any, url: str, name: str, write: bool) -> tuple[Any, Any]:  # noqa: ANN401
-    parsed = urlparse(url if "://" in url else f"http://{url}")
-    if not parsed.hostname:
-        raise ConfigError(f"invalid Chroma URL: {url}", "use e.g. http://localhost:8000")
-    port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+def _server(chromadb: Any, settings: Any, server: ChromaEndpoint, name: str, write: bool) -> tuple[Any, Any]:  # noqa: ANN401
+    scheme, host, port = server.parts
+    headers = server.headers()
+    settings.chroma_server_ssl_verify = server.verify
     try:
-        client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https", settings=settings)
+        client = chromadb.HttpClient(
+            host=host, port=port, ssl=scheme == "https", headers=dict(headers), settings=settings,
+            tenant=server.tenant, database=server.database,
+        )  # fmt: skip
         collection = _collection(client, name, write)
     except Exception as exc:
-        base = f"{'https' if parsed.scheme == 'https' else 'http'}://{parsed.hostname}:{port}"
-        other = _not_chroma(base)
-        if other:
-            raise StoreUnavailableError(
-                f"{url} is not a Chroma server ({other})",
-                "point --chroma-url (RAG_ASSISTANT_CHROMA_URL) at a Chroma 1.x server, e.g. one started with "
-                "`chroma run --path DIR` (port 8000), or unset it to use the embedded index",
-            ) from None
-        raise StoreUnavailableError(
-            f"cannot open Chroma at {url}: {_first_line(exc)}",
-            "check that the server runs (chroma run --path DIR) or unset RAG_ASSISTANT_CHROMA_URL",
-        ) from None
+        raise _server_error(server, headers, exc) from None
     return (client, collection) if collection is not None else _empty(chromadb, name)
+
+
+def _server_error(server: ChromaEndpoint, headers: dict[str, str], exc: BaseException) -> StoreUnavailableError:
+    """One line for a server that could not be used: credentials refused or missing, not Chroma, or chromadb's
+    own first line; every credential masked."""
+    base = server.shown
+    status, other = _probe(base, headers, server.verify)
+    if status in (401, 403):
+        said = "rejected the credentials sent" if headers else "requires credentials and none are set"
+        return StoreUnavailableError(f"the Chroma server at {base} {said} (HTTP {status})", _CREDENTIALS_HINT)
+    if other:
+        return StoreUnavailableError(
+            f"{base} is not a Chroma server ({server.mask(other)})",
+            "point --chroma-url (RAG_ASSISTANT_CHROMA_URL) at a Chroma 1.x server, e.g. one started with "
+            "`chroma run --path DIR` (port 8000), or unset it to use the embedded index",
+        )
+    line = server.mask(_tls_failure(exc) or _first_line(exc))
+    hint = "check that the server runs (chroma run --path DIR) or unset RAG_ASSISTANT_CHROMA_URL"
+    if "CERTIFICATE_VERIFY_FAILED" in line:
+        hint = "set chroma_ca_file (RAG_ASSISTANT_CHROMA_CA_FILE) to the PEM file of the CA of the server's certificate"
+    elif "tenant" in line.lower() or "database" in line.lower():
+        hint = "check chroma_tenant and chroma_database (RAG_ASSISTANT_CHROMA_TENANT, RAG_ASSISTANT_CHROMA_DATABASE)"
+    return StoreUnavailableError(f"cannot open Chroma at {base}: {line}", hint)
 
 
 def _collection(client: Any, name: str, write: bool) -> Any:  # noqa: ANN401 - a chromadb Collection or None
@@ -121,25 +236,55 @@ def _snapshot(path: Path) -> Path:
     return target
 
 
-def _not_chroma(base: str) -> str | None:
-    """What the server at `base` answered its heartbeat with when it is not Chroma ("HTTP 200, text/html"),
-    None when it is Chroma or does not answer (then chromadb's own error says what happened)."""
+def _probe(base: str, headers: dict[str, str], verify: bool | str) -> tuple[int | None, str | None]:
+    """(HTTP status of an authenticated request, what the heartbeat answered when the server is not Chroma:
+    "HTTP 200, text/html"). The heartbeat is left open by Chroma's own auth and by many proxies, so credentials
+    are checked on the identity endpoint, the first one a client calls."""
+    status, _, _ = _fetch(f"{base}/api/v2/auth/identity", headers, verify)
+    if status in (401, 403) or status is None:  # None: nothing answers (a hanging server is not waited for twice)
+        return status, None
+    beat, kind, body = _fetch(f"{base}/api/v2/heartbeat", headers, verify)
+    if beat is None:
+        return status, None
+    try:
+        if "nanosecond heartbeat" in json.loads(body):
+            return status, None
+    except (ValueError, TypeError):
+        pass
+    return status, f"HTTP {beat}, {(kind or 'no content type').split(';')[0]}{'' if body else ', empty body'}"
+
+
+def _fetch(url: str, headers: dict[str, str], verify: bool | str) -> tuple[int | None, str | None, bytes]:
+    """(status, content type, first 4 KiB of the body) of a GET, (None, None, b"") when nothing answers."""
+    import ssl
     import urllib.error
     import urllib.request
 
+    context = ssl.create_default_context(cafile=verify if isinstance(verify, str) else None)
+    if verify is False:
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - http(s) only
     try:
-        with urllib.request.urlopen(f"{base}/api/v2/heartbeat", timeout=5) as response:  # noqa: S310 - http(s) only
-            status, kind, body = response.status, response.headers.get("Content-Type"), response.read(4096)
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:  # noqa: S310
+            return response.status, response.headers.get("Content-Type"), response.read(4096)
     except urllib.error.HTTPError as exc:
-        status, kind, body = exc.code, exc.headers.get("Content-Type"), exc.read(4096)
+        return exc.code, exc.headers.get("Content-Type"), exc.read(4096)
     except (OSError, ValueError):
-        return None
-    try:
-        if "nanosecond heartbeat" in json.loads(body):
+        return None, None, b""
+
+
+def _tls_failure(exc: BaseException) -> str | None:
+    """The certificate error behind `exc` (chromadb reports it as "Could not connect to a Chroma server")."""
+    import ssl
+
+    seen: BaseException | None = exc
+    for _ in range(10):  # the chain is short; a cycle must not hang us
+        if seen is None:
             return None
-    except (ValueError, TypeError):
-        pass
-    return f"HTTP {status}, {(kind or 'no content type').split(';')[0]}{'' if body else ', empty body'}"
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return f"[SSL: CERTIFICATE_VERIFY_FAILED] {seen.verify_message or 'certificate verify failed'}"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _first_line(exc: BaseException) -> str:

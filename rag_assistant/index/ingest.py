@@ -261,13 +261,30 @@ def _write_changes(
     report.chunks_deleted = len(obsolete)
     report.removed = len(plan.stale)
 
-    keyword = KeywordIndex(keyword_dir(settings))
-    if keyword.can_update(before):  # in step with the store before this run
-        keyword.update([(c.chunk_id, c.text) for c in chunks], obsolete, revision)
-    else:
-        keyword.build(store.iter_chunks(), revision)
+    settled = _update_keyword(store, settings, [(c.chunk_id, c.text) for c in chunks], obsolete, before, revision)
     report.keyword_rebuilt = True
-    _settle(store, info, revision, report)  # last: until now a kill leaves this run pending
+    # Last (until now a kill leaves this run pending), on the store's info as it is now, not as this run read it
+    # minutes ago: the pending runs of another client's ingest meanwhile stay registered
+    _settle(store, {**store.get_info(), "revision": settled}, revision, report)
+
+
+def _update_keyword(
+    store: VectorStore, settings: Settings, added: list[tuple[str, str]], obsolete: list[str], before: str, run: str
+) -> str:
+    """Bring the keyword index up to date; returns the revision the store settles at. When another client
+    started writing since this run did (the store's revision is its now), an update would leave its chunks out
+    of this index while the index claimed to be current: the index is rebuilt from the store under a new
+    revision instead, which that client's index then lacks (its readers rebuild, or its ingest does)."""
+    keyword = KeywordIndex(keyword_dir(settings))
+    if store_revision(store.get_info()) != run:
+        revision = uuid.uuid4().hex
+        keyword.build(store.iter_chunks(), revision)
+        return revision
+    if keyword.can_update(before):  # in step with the store before this run
+        keyword.update(added, obsolete, run)
+    else:
+        keyword.build(store.iter_chunks(), run)
+    return run
 
 
 def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: IngestReport) -> None:

@@ -32,7 +32,7 @@ def index_stats(settings: Settings, reader: IndexReader | None = None) -> dict[s
     chunking = recorded_chunking(info, lambda: chunks)
     return {
         "data_dir": str(settings.data_dir),
-        "store": settings.chroma_url or str(settings.chroma_dir),
+        "store": _store_shown(settings),
         "collection": settings.collection,
         "papers": len(papers),
         "chunks": chunks,
@@ -54,3 +54,11 @@ def _without_sentence_vectors(
     if info.get("embedding_model") != model_signature(settings):  # another model: it would read other rows
         return None
     return without_vectors(settings, chunking, papers)
+
+
+def _store_shown(settings: Settings) -> str:
+    """Where the index is, without a credential a server URL may carry."""
+    from rag_assistant.index.chroma_open import ChromaEndpoint
+
+    server = ChromaEndpoint.of(settings)
+    return server.shown if server else str(settings.chroma_dir)

@@ -9,9 +9,12 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.corpus.models import Paper
+
+if TYPE_CHECKING:
+    from rag_assistant.index.chroma_open import ChromaEndpoint
 
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
 PROOF_PAPERS = 2_000  # papers proven unchanged per ids-only query (`_proven`): bounds its size
@@ -143,10 +146,12 @@ class ChromaStore:
     """Chroma collection with cosine distance. Embedded (PersistentClient) unless `url` names a server. Opened for
     reading (`write=False`) it creates nothing (index/chroma_open.py)."""
 
-    def __init__(self, path: Path | None, collection: str, url: str | None = None, write: bool = True) -> None:
-        from rag_assistant.index.chroma_open import open_collection
+    def __init__(
+        self, path: Path | None, collection: str, url: str | ChromaEndpoint | None = None, write: bool = True
+    ) -> None:
+        from rag_assistant.index.chroma_open import ChromaEndpoint, open_collection
 
-        self.location = url or str(path)
+        self.location = (url if isinstance(url, ChromaEndpoint) else ChromaEndpoint(url)).shown if url else str(path)
         self.client, self.collection = open_collection(path, collection, url, write)
         self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
 
@@ -362,4 +367,6 @@ def _any(clauses: list[dict[str, Any]]) -> dict[str, Any]:
 def open_store(settings: Any, write: bool = True) -> ChromaStore:  # noqa: ANN401 - Settings
     """The store the settings describe: a Chroma server if chroma_url is set, else embedded on disk; for reading
     only with `write=False` (nothing is created, and read-only storage works)."""
-    return ChromaStore(settings.chroma_dir, settings.collection, settings.chroma_url, write)
+    from rag_assistant.index.chroma_open import ChromaEndpoint
+
+    return ChromaStore(settings.chroma_dir, settings.collection, ChromaEndpoint.of(settings), write)
