@@ -107,7 +107,7 @@ SURVEY_TERMS = 10  # words added to a survey question's second keyword pass
 def expansion_terms(texts: Sequence[str], idf: Callable[[list[str]], dict[str, float]], n: int) -> list[str]:
     """The n keyword terms that best characterise these texts: frequency in each (as a share of its length)
     times IDF, summed over the texts (RM3's term weights with uniform document weights)."""
-    from rag_assistant.index.keyword import tokenize
+    from rag_assistant.text import tokenize
 
     docs = tokenize(list(texts))
     weights = idf(sorted({t for doc in docs for t in doc}))

@@ -20,7 +20,6 @@ from rag_assistant.text import clean_markup
 
 if TYPE_CHECKING:
     from rag_assistant.answer.analysis import PaperView, QuestionView
-    from rag_assistant.answer.llm_worker import LLMWorker
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found no answer in the retrieved abstracts."
@@ -44,8 +43,8 @@ class Generator(Protocol):
         ...
 
 
-def make_generator(settings: Settings, retriever: Retriever, worker: LLMWorker | None = None) -> Generator:
-    """The generator of the settings' mode; an LLM one sends its first request through `worker` when given."""
+def make_generator(settings: Settings, retriever: Retriever) -> Generator:
+    """The generator of the settings' mode."""
     mode = settings.resolved_mode()
     if mode == "llm":
         if not settings.llm_configured:
@@ -55,11 +54,7 @@ def make_generator(settings: Settings, retriever: Retriever, worker: LLMWorker |
             )
         from rag_assistant.answer.llm import LLMGenerator
 
-        if worker is None:
-            return LLMGenerator(settings)
-        from rag_assistant.answer.llm_worker import WorkerClient
-
-        return LLMGenerator(settings, WorkerClient(settings, worker))
+        return LLMGenerator(settings)
     from rag_assistant.answer.extractive import ExtractiveGenerator
 
     return ExtractiveGenerator(retriever.embedder.embed_cached, settings.answer_sentences, retriever.sentence_vectors)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,9 @@ from rag_assistant.cli.options import AuthorOpt, TopicOpt, WhereOpt, YearOpt, ap
 from rag_assistant.cli.progress import ProgressBar
 from rag_assistant.cli.safe import safe, tag
 from rag_assistant.text import plural
+
+if TYPE_CHECKING:
+    from rag_assistant.index.ingest import IngestReport
 
 
 def ingest(
@@ -69,8 +72,21 @@ def ingest(
             f"{f' ({reused} with a stored vector reused)' if reused else ''}, {report.chunks_deleted} deleted in "
             f"{report.seconds:.1f}s."
         )
+        _sentence_vectors_line(report)
     if result.loaded.errors:  # --skip-bad skipped some input: scripts can tell, --json or not
         raise typer.Exit(1)
+
+
+def _sentence_vectors_line(report: IngestReport) -> None:
+    """Say so when sentence vectors were computed beyond the new and changed papers' (a backfill, or a new
+    splitter version re-cutting stored papers), and how many stored rows still lined up and were kept."""
+    written = report.new + report.changed + report.resumed  # their sentence vectors come with their chunks
+    kept = report.sentence_papers_kept
+    if kept or report.sentence_papers > written:
+        out().print(
+            f"Sentence vectors computed for {plural(report.sentence_papers, 'paper')}"
+            + (f"; kept for {plural(kept, 'paper')} whose sentences did not change." if kept else ".")
+        )
 
 
 @contextmanager

@@ -47,6 +47,7 @@ class IngestReport:
     chunks_embedded: int = 0  # the rest reused the vector of an identical stored (or sibling) chunk text
     chunks_deleted: int = 0
     sentence_papers: int = 0  # papers whose sentence vectors were computed and stored (index/sentences.py)
+    sentence_papers_kept: int = 0  # papers whose stored vectors an older splitter cut still line up with them
     keyword_rebuilt: bool = False
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -208,7 +209,7 @@ def _finish_sentences(
     missing = sentences.missing(papers)  # their rows of an older digest (a changed splitter) go too
     sentences.delete([*plan.stale, *changed, *(p.paper_id for p in missing)], papers)
     sentences.backfill(missing, progress)
-    report.sentence_papers = sentences.written
+    report.sentence_papers, report.sentence_papers_kept = sentences.written, sentences.carried
 
 
 def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settings, report: IngestReport) -> None:

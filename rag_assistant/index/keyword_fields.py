@@ -11,31 +11,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from rag_assistant.corpus.fields import FieldValue as FilterValue
 from rag_assistant.corpus.fields import field_key, normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.store import StoreReader, paper_of
+from rag_assistant.stopwords import STOPWORDS_EN
 
 _WORD = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern
-
-
-@lru_cache(maxsize=1)
-def _stopwords() -> list[str]:
-    """bm25s's English stop words, read from its data module without importing bm25s itself."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("bm25s")
-    if spec is None or spec.origin is None:  # pragma: no cover - bm25s is a dependency
-        raise ImportError("bm25s is not installed")
-    path = Path(spec.origin).with_name("stopwords.py")
-    module_spec = importlib.util.spec_from_file_location("_bm25s_stopwords", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return sorted(module.STOPWORDS_EN)
 
 
 @lru_cache(maxsize=1)
@@ -52,7 +36,7 @@ def analyzers() -> dict[str, Any]:
 
     Filter = tantivy.Filter
     return {
-        "en": build(Filter.lowercase(), Filter.custom_stopword(_stopwords()), Filter.stemmer("english")),
+        "en": build(Filter.lowercase(), Filter.custom_stopword(sorted(STOPWORDS_EN)), Filter.stemmer("english")),
         "names": build(Filter.lowercase(), Filter.ascii_fold()),
     }
 

@@ -11,7 +11,7 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.fields import normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.reader import IndexReader
-from rag_assistant.index.sentences import digest, stored_digests
+from rag_assistant.index.sentences import without_vectors
 from rag_assistant.index.state import model_signature, recorded_chunking
 from rag_assistant.text import plural
 
@@ -56,8 +56,7 @@ def _without_sentence_vectors(
         return 0
     if info.get("embedding_model") != model_signature(settings):  # another model: it would read other rows
         return None
-    have = stored_digests(settings, chunking)
-    return None if have is None else sum(digest(p) not in have for p in papers)
+    return without_vectors(settings, chunking, papers)
 
 
 def _store_shown(settings: Settings) -> str:
