@@ -120,9 +120,10 @@ class AnswerChain:
         session: str | None = None,
         retrieval_query: str | None = None,
         pinned: list[str] | None = None,
+        retrieved: list[Source] | None = None,
     ) -> Answer:
         """Answer one question (`prepare` says what the arguments mean)."""
-        job = self.prepare(question, k, retrieval_query, pinned)
+        job = self.prepare(question, k, retrieval_query, pinned, retrieved)
         self.generate(job, on_token)
         return self.finish(job, kind, session)
 
@@ -132,9 +133,12 @@ class AnswerChain:
         k: int | None = None,
         retrieval_query: str | None = None,
         pinned: list[str] | None = None,
+        retrieved: list[Source] | None = None,
     ) -> Job:
         """Retrieve and judge. `retrieval_query` (chat's standalone question) is what is retrieved for and
-        answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply)."""
+        answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply);
+        `retrieved` is what a search for the query found already (chat's topic-shift check), used unless the
+        question asks for a survey (which retrieves deeper)."""
         question, notes = check_question(question, self.settings.max_question_chars)
         started = time.perf_counter()
         answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
@@ -145,7 +149,7 @@ class AnswerChain:
         answer.plan = plan.as_dict()
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
-            sources = self._retrieve(query, plan, k)
+            sources = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k)
             notes += self.retriever.search_warnings()
         answer.sources = [s.as_dict() for s in sources[: plan.max_papers if plan.survey else len(sources)]]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
