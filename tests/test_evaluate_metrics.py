@@ -162,7 +162,11 @@ def test_abstained_answers_are_scored_only_by_abstention() -> None:
     item = EvalItem("q1", "q", gold_papers=("g",))
     answer = _answer(abstained=True)
     got = score_answer(item, answer, None, 0.45)
-    assert got == {"abstention_accuracy": None, "false_abstention_rate": 1.0, "latency_s": 0.5}
+    assert got == {"abstention_accuracy": None, "false_abstention_rate": 1.0, "near_miss_rate": 0.0, "latency_s": 0.5}
+    near = _answer(abstained=False)
+    near.near_miss = {"missing": ["video"], "closest": ["g"]}  # "no paper here does X": it declines too
+    unanswerable = score_answer(EvalItem("q2", "q"), near, None, 0.45)
+    assert unanswerable["abstention_accuracy"] == 1.0 and unanswerable["near_miss_rate"] == 1.0
 
 
 def test_answer_scored_through_duplicates_and_offline_judge() -> None:

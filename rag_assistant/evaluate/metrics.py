@@ -99,19 +99,21 @@ def retrieval_metrics(
     import warnings
 
     from numba.core.errors import NumbaWarning
-    from ranx import Qrels, Run, evaluate
+    from ranx import evaluate
 
-    qrels = Qrels({q: dict.fromkeys(gold[q], 1) for q in scored})
-    run = Run({q: {pid: float(depth - i) for i, pid in enumerate(list(rankings[q])[:depth])} for q in scored})
+    # Plain dicts, not ranx's Qrels/Run: those re-sort query ids inside numba, and mapping the scores back
+    # through Python's sort put another question's scores under q1 on a CI machine. ranx scores plain
+    # dicts in their insertion order, which is ours, so no sort order has to agree with another.
+    qrels = {q: dict.fromkeys(gold[q], 1) for q in scored}
+    run = {q: {pid: float(depth - i) for i, pid in enumerate(list(rankings[q])[:depth])} for q in scored}
     ranx_names = [n if n != "mrr" else f"mrr@{depth}" for n in names]
     with warnings.catch_warnings():
         # numba compiles ranx's kernels on an install's first run and warns about their casts, on stderr in
         # ANSI bold ("unsafe cast from uint64 to int64"): ranx's business, nothing a user can act on
         warnings.simplefilter("ignore", NumbaWarning)
         values = evaluate(qrels, run, ranx_names, return_mean=False)
-    order = sorted(scored)  # ranx sorts queries by id before scoring
     for name, ranx_name in zip(names, ranx_names, strict=True):
-        for q, value in zip(order, values[ranx_name], strict=True):
+        for q, value in zip(scored, values[ranx_name], strict=True):
             out[q][name] = round(float(value), 6)
     return out
 
