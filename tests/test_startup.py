@@ -50,7 +50,7 @@ def test_warmup_leaves_a_failing_store_to_fail_where_it_did(tmp_path: Path) -> N
         warm.retriever()  # the reader failed on its thread: the Retriever opens it again, and that raises
 
 
-def test_llm_ask_imports_only_what_the_call_needs_in_process(ready: Path) -> None:
+def test_llm_ask_imports_only_what_the_call_needs_in_process(own_ready: Path) -> None:
     """A one-off LLM answer needs the `openai` client, not LlamaIndex nor the client's other API resources
     (together ~2.7 s of imports in a new process); it makes its request itself, without a worker process (issue
     25 item 1: the worker saved less than its lines were worth)."""
