@@ -230,7 +230,7 @@ def test_references_show_authors_topic_and_year(cli, fielded: Path) -> None:  # 
     assert "papers.jsonl #" not in text.stdout  # the file and position only when a paper has no fields
 
 
-def test_references_of_papers_without_fields_show_file_and_position(cli, ready: Path) -> None:  # noqa: ANN001
+def test_references_of_papers_without_fields_show_file_and_position(cli, own_ready: Path) -> None:  # noqa: ANN001
     done = cli("ask", "How does ShadowKV reduce KV cache memory?", "--json")
     assert done.returncode == 0, done.stderr
     refs = json.loads(done.stdout)["references"]
