@@ -269,7 +269,8 @@ def to_markdown(memory: Memory) -> str:
         if a.references:
             lines += ["**References**", ""]
             lines += [
-                f"- [{r.paper_id}] {r.source} #{r.position}: {r.title + '. ' if r.title else ''}{r.snippet}"
+                f"- [{r.paper_id}] {r.byline or f'{r.source} #{r.position}'}: "
+                f"{r.title + '. ' if r.title else ''}{r.snippet}"
                 for r in a.references
             ]
             lines.append("")

@@ -23,7 +23,8 @@ from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
-from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
+from rag_assistant.index.keyword_fields import keyword_doc, store_docs
 from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
 from rag_assistant.index.sentences import SentenceIngest, SentencePass
 from rag_assistant.index.state import check_model, index_chunking, keyword_dir, model_signature, store_revision
@@ -88,7 +89,7 @@ def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = Fal
     index = KeywordIndex(keyword_dir(settings))
     revision = store_revision(store.get_info())
     if force or index.revision != revision:
-        index.build(store.iter_chunks(), revision)
+        index.build(store_docs(store), revision)
     return index
 
 
@@ -221,7 +222,7 @@ def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settin
     """Nothing to write: only bring the keyword index and the pending runs up to date after a killed run."""
     revision = store_revision(info)
     if KeywordIndex.stored_revision(keyword_dir(settings)) != revision:  # a killed run left it behind
-        KeywordIndex(keyword_dir(settings)).build(store.iter_chunks(), revision)
+        KeywordIndex(keyword_dir(settings)).build(store_docs(store), revision)
         report.keyword_rebuilt = True
     if pending_runs(info):  # a killed run had written everything, or left papers of other files
         _settle(store, info, "", report)
@@ -271,7 +272,8 @@ def _write_changes(
     report.chunks_deleted = len(obsolete)
     report.removed = len(plan.stale)
 
-    settled = _update_keyword(store, settings, [(c.chunk_id, c.text) for c in chunks], obsolete, before, revision)
+    docs = [keyword_doc(c.chunk_id, c.text, paper) for paper, pieces in papers for c in pieces]
+    settled = _update_keyword(store, settings, docs, obsolete, before, revision)
     report.keyword_rebuilt = True
     # Last (until now a kill leaves this run pending), on the store's info as it is now, not as this run read it
     # minutes ago: the pending runs of another client's ingest meanwhile stay registered
@@ -279,7 +281,7 @@ def _write_changes(
 
 
 def _update_keyword(
-    store: VectorStore, settings: Settings, added: list[tuple[str, str]], obsolete: list[str], before: str, run: str
+    store: VectorStore, settings: Settings, added: list[KeywordDoc], obsolete: list[str], before: str, run: str
 ) -> str:
     """Bring the keyword index up to date; returns the revision the store settles at. When another client
     started writing since this run did (the store's revision is its now), an update would leave its chunks out
@@ -288,12 +290,11 @@ def _update_keyword(
     keyword = KeywordIndex(keyword_dir(settings))
     if store_revision(store.get_info()) != run:
         revision = uuid.uuid4().hex
-        keyword.build(store.iter_chunks(), revision)
+        keyword.build(store_docs(store), revision)
         return revision
-    if keyword.can_update(before):  # in step with the store before this run
-        keyword.update(added, obsolete, run)
-    else:
-        keyword.build(store.iter_chunks(), run)
+    # updated when in step with the store before this run, unless too much of it would be removed chunks
+    if not (keyword.can_update(before) and keyword.update(added, obsolete, run)):
+        keyword.build(store_docs(store), run)
     return run
 
 
