@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-LARGE_CORPUS = REPO.parent / "shared" / "corpus" / "icml2025_full" / "papers.jsonl"
+# BENCH_LARGE_CORPUS: where the checkout has no ../shared beside it (a git worktree elsewhere)
+LARGE_CORPUS = Path(
+    os.environ.get("BENCH_LARGE_CORPUS") or REPO.parent / "shared" / "corpus" / "icml2025_full" / "papers.jsonl"
+)
 RESULTS = REPO / "benchmarks" / "results"
 FALLBACK_QUERIES = [
     "fine-tuning safety of large language models",

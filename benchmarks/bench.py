@@ -229,13 +229,13 @@ def worker_build(args: argparse.Namespace) -> dict[str, Any]:
 
 def keyword_update_seconds(settings: Any, papers: list[Any]) -> float:
     """What a small ingest costs the keyword index: 200 chunks added and 50 removed, on a copy."""
-    from rag_assistant.index.keyword import KeywordIndex
+    from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
     from rag_assistant.index.state import keyword_dir
 
     copy = keyword_dir(settings).with_name("bench-copy")
     shutil.copytree(keyword_dir(settings), copy)
     index = KeywordIndex(copy)
-    added = [(f"new:{i}#0", papers[i % len(papers)].text) for i in range(200)]
+    added = [KeywordDoc(f"new:{i}#0", papers[i % len(papers)].text) for i in range(200)]
     seconds, _ = U.timed(lambda: index.update(added, [f"syn:{i}#0" for i in range(50)], "bench"))
     shutil.rmtree(copy, ignore_errors=True)
     return seconds

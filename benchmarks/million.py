@@ -10,20 +10,27 @@ vector per question instead of the embedder). Embedded Chroma, and a Chroma serv
     python benchmarks/million.py --chunks 1000000 --dir /tmp/million         # build ~1-2 h, then reused
     python benchmarks/million.py --chunks 1000000 --dir /tmp/million --no-server
     python benchmarks/million.py --chunks 1000000 --dir /tmp/million-server --server-only
+    python benchmarks/million.py --chunks 1000000 --dir /tmp/million-kw --keyword-only [--checkout DIR]
 
 A built dataset directory is reused (delete it to rebuild). Each measurement runs in its own process so its
-peak RSS (VmHWM) is its own."""
+peak RSS (VmHWM) is its own. `--checkout DIR` runs the measurements with another checkout's rag_assistant (e.g.
+`git worktree add /tmp/old 2bbe147`: the keyword index before tantivy), so both keyword backends are measured
+by the same script on the same synthetic chunks; each paper carries the authors and track of a random ICML
+paper and a year, which the tantivy index holds as fields (the older index ignores them)."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import random
+import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,41 @@ import _util as U  # noqa: E402
 
 DIM, CENTRES, STEP = 384, 2000, 5000
 UPDATE_PAPERS = 1000
+
+
+@lru_cache(maxsize=1)
+def _fields() -> list[tuple[list[str], str]]:
+    """(authors, track) of every ICML 2025 paper: what the synthetic papers carry."""
+    rows = [json.loads(line) for line in U.LARGE_CORPUS.read_text().splitlines() if line.strip()]
+    return [(row.get("authors") or [], row.get("topic") or "") for row in rows]
+
+
+def keyword_docs(items: Iterable[tuple[str, list[str], int]]) -> Iterator[Any]:
+    """The chunks of these synthetic papers as the keyword index of this checkout takes them: KeywordDoc with
+    the paper's authors, track and year, or (chunk_id, text) pairs for a checkout from before tantivy."""
+    try:
+        from rag_assistant.index.keyword import KeywordDoc
+    except ImportError:
+        KeywordDoc = None  # noqa: N806
+    fields = _fields()
+    for pid, texts, _ in items:
+        i = int(re.search(r"\d+$", pid).group())  # type: ignore[union-attr]
+        authors, track = fields[i % len(fields)]
+        values = {"authors": authors, "topic": track, "year": 2020 + i % 6}
+        for j, text in enumerate(texts):
+            cid = f"{pid}#{j}"
+            yield (cid, text) if KeywordDoc is None else KeywordDoc(cid, text, authors=tuple(authors), values=values)
+
+
+def backend() -> str:
+    import rag_assistant.index.keyword as keyword
+
+    return "tantivy" if hasattr(keyword, "KeywordDoc") else "numpy segments"
+
+
+def segments(directory: Path) -> int:
+    meta = json.loads((directory / "meta.json").read_text())  # ours before tantivy, or tantivy's
+    return len(meta["segments"])
 
 
 @lru_cache(maxsize=1)
@@ -99,10 +141,10 @@ def build_keyword(root: Path, chunks: int) -> dict[str, Any]:
     from rag_assistant.index.keyword import KeywordIndex
     from rag_assistant.index.state import keyword_dir
 
-    pairs = ((f"{pid}#{j}", t) for pid, texts, _ in papers(0, chunks) for j, t in enumerate(texts))
     start = time.perf_counter()
-    count = KeywordIndex(keyword_dir(settings(root))).build(pairs, "million")
-    return {"build_s": time.perf_counter() - start, "count": count, "peak_rss_mb": U.peak_rss_mb()}
+    count = KeywordIndex(keyword_dir(settings(root))).build(keyword_docs(papers(0, chunks)), "million")
+    seconds = time.perf_counter() - start
+    return {"backend": backend(), "build_s": seconds, "count": count, "peak_rss_mb": U.peak_rss_mb()}
 
 
 def _stats(times: list[float]) -> dict[str, float]:
@@ -147,16 +189,25 @@ def search(root: Path, chunks: int, url: str | None) -> dict[str, Any]:
 
 
 def keyword_search(root: Path, chunks: int) -> dict[str, Any]:
-    """The keyword index alone (no store): load time, query latency, peak RSS."""
+    """The keyword index alone (no store): cold open (this new process's open and first query), query latency,
+    peak RSS, disk."""
     from rag_assistant.index.keyword import KeywordIndex
     from rag_assistant.index.state import keyword_dir
 
     qs = U.queries(33)
     hidden = {f"m{i:07d}" for i in random.Random(1).sample(range(chunks // 2), 20)}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"backend": backend(), "disk_mb": du_mb(keyword_dir(settings(root)))}
     out["load_s"], index = U.timed(lambda: KeywordIndex(keyword_dir(settings(root))))
+    out["first_query_s"], _ = U.timed(lambda: index.query(qs[0], 50))
     out["keyword"] = _timed_all([lambda q=q: index.query(q, 50) for q in qs])
     out["keyword_exclude20"] = _timed_all([lambda q=q: index.query(q, 50, hidden) for q in qs])
+    if backend() == "tantivy":  # filters before ranking: one track; years 2023-2024
+        from rag_assistant.index.keyword import FieldFilter
+
+        track = [FieldFilter("topic", (_fields()[0][1],))]
+        years = [FieldFilter("year", low=2023, high=2024)]
+        out["keyword_track"] = _timed_all([lambda q=q: index.query(q, 50, where=track) for q in qs])
+        out["keyword_years"] = _timed_all([lambda q=q: index.query(q, 50, where=years) for q in qs])
     out["peak_rss_mb"] = U.peak_rss_mb()
     return out
 
@@ -169,18 +220,16 @@ def keyword_update(root: Path, chunks: int) -> dict[str, Any]:
     copy = root / "keyword-copy"
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(keyword_dir(settings(root)), copy)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"backend": backend()}
     out["open_s"], index = U.timed(lambda: KeywordIndex(copy))
     for step, removed in enumerate((0, 200)):
-        added: list[tuple[str, str]] = []
-        for pid, texts, _ in papers(10**6 + step * UPDATE_PAPERS, 10**9, f"u{step}-"):
-            added += [(f"{pid}#{j}", t) for j, t in enumerate(texts)]
-            if len({cid.split("#")[0] for cid, _ in added}) == UPDATE_PAPERS:
-                break
+        new = itertools.islice(papers(10**6 + step * UPDATE_PAPERS, 10**9, f"u{step}-"), UPDATE_PAPERS)
+        added = list(keyword_docs(new))
         gone = [f"m{i:07d}#0" for i in random.Random(step).sample(range(chunks // 2), removed)]
-        seconds, _ = U.timed(lambda a=added, g=gone, r=f"u{step}": index.update(a, g, r))
+        seconds, done = U.timed(lambda a=added, g=gone, r=f"u{step}": index.update(a, g, r))
         out[f"update_{len(added)}_added_{removed}_removed_s"] = seconds
-    out["segments"] = len(json.loads((copy / "meta.json").read_text())["segments"])
+        assert done is not False, "the update was refused"
+    out["segments"] = segments(copy)
     out["peak_rss_mb"] = U.peak_rss_mb()
     shutil.rmtree(copy, ignore_errors=True)
     return out
@@ -207,7 +256,8 @@ def worker(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace, kind: str, url: str | None = None) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", kind, "--dir", args.dir, "--chunks", str(args.chunks)]
-    done = subprocess.run([*cmd, *(["--url", url] if url else [])], capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": args.checkout} if args.checkout else None  # its rag_assistant first
+    done = subprocess.run([*cmd, *(["--url", url] if url else [])], capture_output=True, text=True, env=env)
     if done.returncode:
         raise RuntimeError(f"{kind} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -232,6 +282,7 @@ def main() -> None:
     p.add_argument("--no-server", action="store_true", help="embedded Chroma only")
     p.add_argument("--keyword-only", action="store_true", help="the keyword index alone: no Chroma at all")
     p.add_argument("--server-only", action="store_true", help="a Chroma server only (no embedded Chroma)")
+    p.add_argument("--checkout", help="another checkout to measure (e.g. the keyword index before tantivy)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--url", help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -1,27 +1,42 @@
-"""Accuracy of the rule-based sentence roles (rag_assistant/answer/roles.py) against the hand labels in
-eval/sentence_roles.jsonl: overall, per role (precision/recall) and the confusion matrix.
+"""Accuracy of the rule-based sentence roles (rag_assistant/answer/roles.py) against hand labels: overall, per
+role (precision/recall), the confusion matrix, and how well `refers_back` finds the dangling sentences.
 
-    python benchmarks/sentence_roles.py [eval/sentence_roles.jsonl]
+    python benchmarks/sentence_roles.py [FILE] [--split dev|heldout|all]
+
+FILE defaults to eval/sentences/roles-adjudicated.jsonl (two readers, disagreements adjudicated:
+eval/sentences/adjudicate.py); the older eval/sentence_roles.jsonl (one reader, no dangling labels) also works.
+The split is eval/sentences/split.py's (by abstract id, fixed before tuning).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import Counter
 from pathlib import Path
 
-from rag_assistant.answer.roles import sentence_role
+from rag_assistant.answer.roles import refers_back, sentence_role
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "eval" / "sentences"))
+from split import heldout  # noqa: E402
 
 ROLES = ("background", "method", "result", "other")
 
 
-def main(path: Path) -> None:
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", nargs="?", type=Path, default=REPO / "eval/sentences/roles-adjudicated.jsonl")
+    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="heldout")
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in args.path.read_text().splitlines() if line.strip()]
+    if args.split != "all":
+        rows = [r for r in rows if heldout(r.get("id") or r["paper_id"]) == (args.split == "heldout")]
     pairs = [(r["role"], sentence_role(r["sentence"], r["position"], r["n_sentences"])) for r in rows]
     confusion = Counter(pairs)
     correct = sum(n for (gold, guess), n in confusion.items() if gold == guess)
-    print(f"{len(rows)} sentences, accuracy {correct / len(rows):.3f}")
+    print(f"{args.path.name} ({args.split}): {len(rows)} sentences, role accuracy {correct / len(rows):.3f}")
     print(f"{'role':<11} {'precision':>9} {'recall':>7} {'n':>4}")
     for role in ROLES:
         guessed = sum(n for (_, g), n in confusion.items() if g == role)
@@ -32,7 +47,13 @@ def main(path: Path) -> None:
     print(" " * 11 + "".join(f"{r[:6]:>8}" for r in ROLES))
     for gold in ROLES:
         print(f"{gold:<11}" + "".join(f"{confusion[(gold, g)]:>8}" for g in ROLES))
+    if rows and "dangling" in rows[0]:
+        flagged = [r for r in rows if refers_back(r["sentence"])]
+        hit, gold = sum(r["dangling"] for r in flagged), sum(r["dangling"] for r in rows)
+        print(
+            f"refers_back: precision {hit / (len(flagged) or 1):.3f}, recall {hit / (gold or 1):.3f} ({gold} dangling)"
+        )
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "eval/sentence_roles.jsonl"))
+    main()

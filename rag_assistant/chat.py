@@ -24,7 +24,10 @@ names a paper or refers back:
 LLM mode: the same rules decide whether the question is a follow-up at all; a question that stands on its
 own is searched as typed, without a condensing call. A follow-up is rewritten by prompts/condense.txt with
 the recent turns, and the ids it keeps are pinned only if the conversation has shown them (a rewrite
-cannot pin a paper from the index that the user never saw)."""
+cannot pin a paper from the index that the user never saw).
+
+Parts: `Memory` (what the conversation has shown), `FollowUps` (the rules above, over one answer chain),
+`to_markdown` (the export) and `ChatSession`, which asks the chain and remembers the answer."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rag_assistant.answer.chain import AnswerChain, make_generator
+from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.answer.models import Answer
 from rag_assistant.answer.question import check_question
 from rag_assistant.corpus.models import Paper
@@ -42,20 +45,10 @@ from rag_assistant.text import content_words
 if TYPE_CHECKING:
     from rag_assistant.answer.llm_client import LLMClient
     from rag_assistant.config import Settings
+    from rag_assistant.retrieve import Source
 
-ORDINALS = {
-    "first": 0,
-    "1st": 0,
-    "second": 1,
-    "2nd": 1,
-    "third": 2,
-    "3rd": 2,
-    "fourth": 3,
-    "4th": 3,
-    "fifth": 4,
-    "5th": 4,
-    "last": -1,
-}
+ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
+ORDINALS |= {"1st": 0, "2nd": 1, "3rd": 2, "4th": 3, "5th": 4}
 _ORDINAL = re.compile(
     rf"\b(?:the\s+)?({'|'.join(ORDINALS)})\s+(?:one|paper|work|study|method|approach|result)s?\b", re.I
 )
@@ -100,25 +93,34 @@ class Condensed:
     query: str
     pinned: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # shown as warnings with the answer
+    retrieved: list[Source] | None = None  # what a search for `query` found while deciding (the topic shift)
 
 
-class ChatSession:
-    def __init__(self, chain: AnswerChain, llm: LLMClient | None = None) -> None:
-        self.chain = chain
-        self.llm = llm if llm is not None else _condenser(chain)  # condenses follow-ups; None: the rules alone
-        self.id = uuid.uuid4().hex[:8]
-        self.turns: list[Turn] = []
-        self.papers: dict[str, Paper] = {}  # every paper retrieved or cited so far, by id
-        # What an ordinal counts in: the papers the user saw last, in the order shown (`shown` of them were
-        # on screen), then the rest of the last answer's retrieved papers.
-        self.listing: list[str] = []
-        self.shown = 0
+@dataclass
+class Memory:
+    """What the conversation has shown: its turns, every paper retrieved or cited (by id), and the list an
+    ordinal counts in: the papers the user saw last, in the order shown (`shown` of them were on screen), then
+    the rest of the last answer's retrieved papers."""
 
-    def reset(self) -> None:
-        self.turns.clear()
-        self.papers.clear()
-        self.listing, self.shown = [], 0
-        self.id = uuid.uuid4().hex[:8]
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    turns: list[Turn] = field(default_factory=list)
+    papers: dict[str, Paper] = field(default_factory=dict)
+    listing: list[str] = field(default_factory=list)
+    shown: int = 0
+
+    @property
+    def last(self) -> Answer | None:
+        return self.turns[-1].answer if self.turns else None
+
+    def remember(self, question: str, answer: Answer) -> None:
+        for source in answer.sources:
+            self.papers.setdefault(source["paper_id"], _paper(source))
+        cited = [r.paper_id for r in answer.references]
+        retrieved = [s["paper_id"] for s in answer.sources]
+        self.listing = cited + [p for p in retrieved if p not in cited]
+        # an abstention lists its closest papers, numbered; an answer shows only its references
+        self.shown = len(retrieved) if answer.abstained else len(cited)
+        self.turns.append(Turn(question, answer))
 
     def sources_shown(self) -> None:
         """/sources printed the last answer's retrieved papers, numbered: ordinals now count in that list."""
@@ -126,33 +128,45 @@ class ChatSession:
             self.listing = [s["paper_id"] for s in self.last.sources]
             self.shown = len(self.listing)
 
-    @property
-    def last(self) -> Answer | None:
-        return self.turns[-1].answer if self.turns else None
+
+class FollowUps:
+    """Decides what a question retrieves for (the module docstring's rules), given the conversation so far and
+    the chain that will answer it; `llm` rewrites follow-ups in llm mode (None: the rules alone)."""
+
+    def __init__(self, memory: Memory, chain: AnswerChain, llm: LLMClient | None) -> None:
+        self.memory = memory
+        self.chain = chain
+        self.llm = llm
 
     def mentioned_ids(self, text: str) -> list[str]:
         """Ids of indexed papers that the text names (seen in this conversation, bracketed, or id-shaped)."""
-        seen = [pid for pid in self.papers if re.search(rf"(?<![\w:]){re.escape(pid)}(?![\w:])", text)]
+        papers = self.memory.papers
+        seen = [pid for pid in papers if re.search(rf"(?<![\w:]){re.escape(pid)}(?![\w:])", text)]
         shaped = [m.strip() for m in _BRACKET.findall(text)] + _ID_SHAPE.findall(text)
-        candidates = list(dict.fromkeys(seen + [c for c in shaped if c not in self.papers]))
+        candidates = list(dict.fromkeys(seen + [c for c in shaped if c not in papers]))
         if len(candidates) > len(seen):
             found = self.chain.retriever.papers(candidates)
-            self.papers.update(found)
+            papers.update(found)
             candidates = [c for c in candidates if c in found]
         return sorted(candidates, key=text.find)
 
     def condense(self, question: str) -> Condensed:
         if ids := self.mentioned_ids(question):
-            return Condensed(self._with_labels(question, ids), ids)
-        last = self.last
+            return Condensed(_with_labels(question, ids), ids)
+        last = self.memory.last
         if last is None:
             return Condensed(question)
         ordinal = _ORDINAL.search(question)
         cited = last.citations
-        refers = bool(ordinal) or (bool(cited) and self._refers_back(question, cited))
+        refers, fresh = bool(ordinal), None
+        if not refers and cited and _DEMONSTRATIVE.search(question):
+            refers = True
+        elif not refers and cited and _dangling(question):
+            fresh = self._fresh_topic(question, cited)
+            refers = fresh is None
         elliptic = bool(_ELLIPTIC.search(question)) or len(content_words(question)) <= 1
         if not (refers or elliptic):
-            return Condensed(question)  # stands on its own: a fresh retrieval, in either mode
+            return Condensed(question, retrieved=fresh)  # stands on its own: a fresh retrieval, in either mode
         if self.llm is not None:
             return self._condense_llm(question, self.llm)
         if ordinal:
@@ -160,112 +174,110 @@ class ChatSession:
         if refers:
             match = _DEMONSTRATIVE.search(question) or _PRONOUN.search(question)
             ids = list(cited) if match and _is_plural(match.group(0)) else cited[:1]
-            return Condensed(self._with_labels(question, ids), ids)
-        previous = self.turns[-1].answer.condensed_question or self.turns[-1].question
+            return Condensed(_with_labels(question, ids), ids)
+        previous = self.memory.turns[-1].answer.condensed_question or self.memory.turns[-1].question
         return Condensed(f"{question} {' '.join(dict.fromkeys(content_words(previous)))}")
 
     def _ordinal(self, question: str, match: re.Match[str]) -> Condensed:
         """The paper at that position of the list the user saw last (see the module docstring)."""
         index, phrase = ORDINALS[match.group(1).lower()], match.group(0)
+        listing, shown = self.memory.listing, self.memory.shown
         if index == -1:
-            index = (self.shown or len(self.listing)) - 1
-        if not 0 <= index < len(self.listing):
-            note = f'the last answer has no "{phrase}": it showed {self.shown} paper(s)'
-            return Condensed(question, notes=[note])
-        pid = self.listing[index]
+            index = (shown or len(listing)) - 1
+        if not 0 <= index < len(listing):
+            return Condensed(question, notes=[f'the last answer has no "{phrase}": it showed {shown} paper(s)'])
+        pid = listing[index]
         notes = []
-        if index >= self.shown:
+        if index >= shown:
             notes.append(
-                f'the last answer showed {self.shown} paper(s); "{phrase}" is taken to be [{pid}], '
+                f'the last answer showed {shown} paper(s); "{phrase}" is taken to be [{pid}], '
                 "the next paper retrieved for it (/sources lists them)"
             )
-        return Condensed(self._with_labels(question, [pid]), [pid], notes)
+        return Condensed(_with_labels(question, [pid]), [pid], notes)
 
-    def _refers_back(self, question: str, cited: list[str]) -> bool:
-        """Whether a referring expression in the question needs the last answer (rule 3 of the docstring)."""
-        if _DEMONSTRATIVE.search(question):
-            return True
-        dangling = [m for m in _PRONOUN.finditer(question) if not _antecedent_before(question, m.start())]
-        if not dangling:
-            return False
-        return not self._topic_shift(question, cited)
-
-    def _topic_shift(self, question: str, cited: list[str]) -> bool:
-        """The question has a topic of its own that a fresh retrieval answers without the cited papers.
-        Word overlap with the cited abstracts cannot tell: a jailbreak abstract that mentions REINFORCE and
-        sample efficiency shares every keyword of an RL sample-efficiency question, yet ranks nowhere for it."""
+    def _fresh_topic(self, question: str, cited: list[str]) -> list[Source] | None:
+        """The retrieval for the question alone when it has a topic of its own that this retrieval answers
+        without the cited papers (a topic shift: rule 3), else None. Word overlap with the cited abstracts
+        cannot tell: a jailbreak abstract that mentions REINFORCE and sample efficiency shares every keyword of
+        an RL sample-efficiency question, yet ranks nowhere for it."""
         if len(set(_topic_words(question))) < 2:
-            return False  # "do they use attention?" asks about the papers, whatever else mentions attention
+            return None  # "do they use attention?" asks about the papers, whatever else mentions attention
         sources = self.chain.retriever.search(question)
         if not sources or self.chain.relevance(question, sources) < self.chain.settings.abstain_threshold:
-            return False
-        return not {s.paper_id for s in sources} & set(cited)
-
-    def _with_labels(self, question: str, ids: list[str]) -> str:
-        """The question plus the pinned ids, so that the log and /save show what 'it' resolved to."""
-        missing = [p for p in ids if f"[{p}]" not in question]
-        return f"{question} [{']['.join(missing)}]" if missing else question
+            return None
+        return None if {s.paper_id for s in sources} & set(cited) else sources
 
     def _condense_llm(self, question: str, llm: LLMClient) -> Condensed:
         from rag_assistant.answer.prompts import load_prompt
 
-        history = "\n".join(f"User: {t.question}\nAssistant: {t.answer.answer}" for t in self.turns[-HISTORY_TURNS:])
+        turns = self.memory.turns[-HISTORY_TURNS:]
+        history = "\n".join(f"User: {t.question}\nAssistant: {t.answer.answer}" for t in turns)
         prompt = load_prompt("condense").format(history=history, question=question)
         text = llm.complete("You rewrite follow-up questions.", prompt).text
         standalone = text.strip().splitlines()[0].strip() if text.strip() else question
         # only papers this conversation has shown: a rewrite must not pin one the user never saw
-        ids = [p for p in self.mentioned_ids(standalone) if p in self.papers]
+        ids = [p for p in self.mentioned_ids(standalone) if p in self.memory.papers]
         return Condensed(standalone, ids)
 
+
+class ChatSession:
+    """One conversation: each question resolved by the follow-up rules, answered by the chain, remembered."""
+
+    def __init__(self, chain: AnswerChain, llm: LLMClient | None = None) -> None:
+        self.chain = chain
+        self.memory = Memory()
+        self.follow_ups = FollowUps(self.memory, chain, llm if llm is not None else _condenser(chain))
+
+    def reset(self) -> None:
+        self.memory = Memory()
+        self.follow_ups.memory = self.memory
+
     def use_settings(self, settings: Settings) -> None:
-        """Answer with these settings from now on (chat's /mode): a new generator, and the LLM client that
-        condenses follow-ups when they mean llm mode. A ConfigError (llm mode without an LLM) changes nothing."""
-        self.chain.generator = make_generator(settings, self.chain.retriever)
-        self.chain.settings = settings
-        self.llm = _condenser(self.chain)
+        """Answer with these settings from now on (chat's /mode): a new chain over the same retriever, and the
+        LLM client that condenses follow-ups when they mean llm mode. A ConfigError (llm mode without an LLM)
+        changes nothing."""
+        chain = AnswerChain(settings, self.chain.retriever, log=self.chain.log)
+        self.chain, self.follow_ups = chain, FollowUps(self.memory, chain, _condenser(chain))
 
     def ask(self, question: str, on_token=None) -> Answer:  # noqa: ANN001 - Callable[[str], None] | None
         # checked before condensing, which may call the LLM: an empty question costs nothing and is not logged
         question, notes = check_question(question, self.chain.settings.max_question_chars)
-        condensed = self.condense(question)
+        condensed = self.follow_ups.condense(question)
         answer = self.chain.ask(
             question,
             on_token=on_token,
             kind="chat",
-            session=self.id,
+            session=self.memory.id,
             retrieval_query=condensed.query,
             pinned=condensed.pinned or None,
+            retrieved=condensed.retrieved,
         )
-        for source in answer.sources:
-            self.papers.setdefault(source["paper_id"], _paper(source))
         answer.warnings[:0] = notes + condensed.notes
-        cited = [r.paper_id for r in answer.references]
-        retrieved = [s["paper_id"] for s in answer.sources]
-        self.listing = cited + [p for p in retrieved if p not in cited]
-        # an abstention lists its closest papers, numbered; an answer shows only its references
-        self.shown = len(retrieved) if answer.abstained else len(cited)
-        self.turns.append(Turn(question, answer))
+        self.memory.remember(question, answer)
         return answer
 
-    def to_markdown(self) -> str:
-        lines = [f"# rag-assistant conversation {self.id}", ""]
-        for i, turn in enumerate(self.turns, start=1):
-            a = turn.answer
-            lines += [f"## {i}. {turn.question}", ""]
-            if a.condensed_question:
-                lines += [f"*Searched for: {a.condensed_question}*", ""]
-            lines += [a.answer, ""]
-            if a.references:
-                lines += ["**References**", ""]
-                lines += [
-                    f"- [{r.paper_id}] {r.source} #{r.position}: {r.title + '. ' if r.title else ''}{r.snippet}"
-                    for r in a.references
-                ]
-                lines.append("")
-            if a.warnings:
-                lines += [f"> warning: {w}" for w in a.warnings] + [""]
-            lines += [f"*{a.mode} · {a.model}*", ""]
-        return "\n".join(lines)
+
+def to_markdown(memory: Memory) -> str:
+    """The conversation as Markdown: each question, what it searched for, the answer with its references."""
+    lines = [f"# rag-assistant conversation {memory.id}", ""]
+    for i, turn in enumerate(memory.turns, start=1):
+        a = turn.answer
+        lines += [f"## {i}. {turn.question}", ""]
+        if a.condensed_question:
+            lines += [f"*Searched for: {a.condensed_question}*", ""]
+        lines += [a.answer, ""]
+        if a.references:
+            lines += ["**References**", ""]
+            lines += [
+                f"- [{r.paper_id}] {r.byline or f'{r.source} #{r.position}'}: "
+                f"{r.title + '. ' if r.title else ''}{r.snippet}"
+                for r in a.references
+            ]
+            lines.append("")
+        if a.warnings:
+            lines += [f"> warning: {w}" for w in a.warnings] + [""]
+        lines += [f"*{a.mode} · {a.model}*", ""]
+    return "\n".join(lines)
 
 
 def _condenser(chain: AnswerChain) -> LLMClient | None:
@@ -275,6 +287,17 @@ def _condenser(chain: AnswerChain) -> LLMClient | None:
     from rag_assistant.answer.llm_client import LLMClient
 
     return LLMClient(chain.settings)
+
+
+def _with_labels(question: str, ids: list[str]) -> str:
+    """The question plus the pinned ids, so that the log and /save show what 'it' resolved to."""
+    missing = [p for p in ids if f"[{p}]" not in question]
+    return f"{question} [{']['.join(missing)}]" if missing else question
+
+
+def _dangling(question: str) -> bool:
+    """A pronoun or definite description without an antecedent in an earlier clause of the question."""
+    return any(not _antecedent_before(question, m.start()) for m in _PRONOUN.finditer(question))
 
 
 def _is_plural(phrase: str) -> bool:

@@ -30,6 +30,12 @@ class CorpusError(RagAssistantError):
     exit_code = 2
 
 
+class FilterError(RagAssistantError):
+    """A filter on paper fields is malformed, names a field the index lacks, or matches no paper's value."""
+
+    exit_code = 2
+
+
 class IndexStoreError(RagAssistantError):
     """The index (Chroma or the keyword index) is missing, unreachable or inconsistent."""
 

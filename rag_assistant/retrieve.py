@@ -10,9 +10,10 @@ from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
-from rag_assistant.errors import EmptyIndexError
+from rag_assistant.errors import EmptyIndexError, FilterError
 from rag_assistant.index.embedding import Embedder, get_embedder
-from rag_assistant.index.keyword import KeywordSearch
+from rag_assistant.index.filters import catalogue, chroma_where, resolve
+from rag_assistant.index.keyword import FieldFilter, KeywordSearch
 from rag_assistant.index.reader import IndexReader
 from rag_assistant.index.store import ChunkHit, paper_of
 from rag_assistant.text import plural
@@ -106,7 +107,7 @@ SURVEY_TERMS = 10  # words added to a survey question's second keyword pass
 def expansion_terms(texts: Sequence[str], idf: Callable[[list[str]], dict[str, float]], n: int) -> list[str]:
     """The n keyword terms that best characterise these texts: frequency in each (as a share of its length)
     times IDF, summed over the texts (RM3's term weights with uniform document weights)."""
-    from rag_assistant.index.keyword import tokenize
+    from rag_assistant.text import tokenize
 
     docs = tokenize(list(texts))
     weights = idf(sorted({t for doc in docs for t in doc}))
@@ -145,6 +146,7 @@ class Retriever:
         self.reader = reader if reader is not None else IndexReader(settings)
         self._embedder = embedder
         self.hidden = 0  # papers the last search left out: stored in part by an unfinished ingest
+        self.where: list[FieldFilter] = []  # filters on paper fields (index/filters.py), before ranking
 
     @property
     def embedder(self) -> Embedder:
@@ -159,6 +161,20 @@ class Retriever:
     def keyword(self) -> KeywordSearch:
         """The keyword index, loaded on first use (touch it to load it before timing searches)."""
         return self.reader.keyword
+
+    def restrict(self, filters: Sequence[FieldFilter]) -> list[FieldFilter]:
+        """Search only papers passing every filter from now on (none: all papers), checked against the fields
+        the index holds (FilterError otherwise); the filters as resolved (topic parts become topics)."""
+        if self.reader.empty():
+            raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
+        self.where = resolve(filters, catalogue(self.reader.stored_papers())) if filters else []
+        for f in self.where:  # papers carry the field, yet no chunk: stored before fields were (a dense miss)
+            if not self.reader.any_match(chroma_where([f]) or {}):
+                raise FilterError(
+                    f"this index was written before paper fields: its chunks cannot be filtered by {f.field}",
+                    "re-ingest its files to upgrade it (`rag-assistant ingest FILE`; stored vectors are reused)",
+                )
+        return self.where
 
     def idf(self, terms: list[str]) -> dict[str, float]:
         """BM25 inverse document frequency of these terms over the indexed chunks (answer relevance)."""
@@ -189,8 +205,8 @@ class Retriever:
         n = depth or max(self.settings.candidates, 4 * k)
         vector = self.embedder.embed_cached([query])[0]  # answering embeds the question again: cached
         self.embedder.check_dimension(len(vector), self.reader.dimension())  # a swapped server model
-        dense = self.reader.query(vector.tolist(), n, exclude=hidden)
-        lexical = self.keyword.query(query, n, exclude=hidden)
+        dense = self._dense(vector.tolist(), n, hidden)
+        lexical = self._lexical(query, n, hidden)
         aggs = self._rank(dense, lexical)
         if self.settings.feedback_papers:
             first = {pid: agg.dense for pid, agg in aggs.items()}
@@ -242,14 +258,14 @@ class Retriever:
         self.hidden = len(hidden)
         vector = self.embedder.embed_cached([query])[0]
         self.embedder.check_dimension(len(vector), self.reader.dimension())
-        dense = self.reader.query(vector.tolist(), depth, exclude=hidden)
-        lexical = self.keyword.query(query, depth, exclude=hidden)
+        dense = self._dense(vector.tolist(), depth, hidden)
+        lexical = self._lexical(query, depth, hidden)
         aggs = self._rank(dense, lexical)
         first = {pid: agg.dense for pid, agg in aggs.items()}
         top = sorted(aggs, key=lambda pid: (-aggs[pid].fused, pid))[:SURVEY_FEEDBACK]
         dense2 = self._feedback(vector, dense, aggs, depth, hidden, SURVEY_FEEDBACK, 0.5)
         words = expansion_terms([p.text for p in self.reader.papers(top).values()], self.idf, SURVEY_TERMS)
-        lexical2 = self.keyword.query(f"{query} {' '.join(words)}", depth, exclude=hidden)
+        lexical2 = self._lexical(f"{query} {' '.join(words)}", depth, hidden)
         aggs = self._rank(_best_hits(dense + dense2), _best_scores(lexical, lexical2))
         for pid, agg in aggs.items():  # the question's own cosine where the first pass saw the paper
             agg.dense = first.get(pid, agg.dense)
@@ -279,7 +295,16 @@ class Retriever:
             return dense
         centroid = np.mean([np.asarray(v) for v in vectors.values()], axis=0)
         moved = (1 - beta) * vector / np.linalg.norm(vector) + beta * centroid / np.linalg.norm(centroid)
-        return self.reader.query((moved / np.linalg.norm(moved)).tolist(), n, exclude=hidden)
+        return self._dense((moved / np.linalg.norm(moved)).tolist(), n, hidden)
+
+    def _dense(self, vector: list[float], n: int, hidden: Collection[str]) -> list[ChunkHit]:
+        """The dense search, within the filters when there are any (the call is as before without)."""
+        where = chroma_where(self.where)
+        return self.reader.query(vector, n, exclude=hidden, **({"where": where} if where else {}))
+
+    def _lexical(self, query: str, n: int, hidden: Collection[str]) -> list[tuple[str, float]]:
+        """The keyword search, within the filters when there are any."""
+        return self.keyword.query(query, n, exclude=hidden, **({"where": self.where} if self.where else {}))
 
     def _sources(self, aggs: dict[str, _Agg], dense: list[ChunkHit], k: int) -> list[Source]:
         texts = {hit.chunk_id: hit.text for hit in dense}

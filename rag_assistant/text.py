@@ -1,4 +1,5 @@
-"""Sentence splitting and light normalisation shared by chunking, extractive answers and citation checks.
+"""Sentence splitting, light normalisation and the keyword terms shared by chunking, the keyword index, relevance,
+extractive answers and citation checks.
 
 One splitter everywhere, so that a sentence the answerer extracts is the same unit the verifier checks."""
 
@@ -8,14 +9,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
-# Abbreviations after which a period does not end a sentence.
-_ABBREV = r"(?:e\.g|i\.e|et al|etc|vs|cf|Fig|Figs|Eq|Eqs|Sec|No|resp|approx|Dr|Mr|Ms|Prof|al)"
-_PROTECT = re.compile(rf"\b{_ABBREV}\.", re.IGNORECASE)
-# Markup converted for citation checking keeps its marks (clean_markup(mark=True)), and they split as the markup
-# did: a sentence may start at an opening mark as at "$", "\\" or "*", and a closing mark after a full stop
-# holds the sentence together as the "$" or "*" did.
-_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[\"'(\[]?(?:[\ue000\ue002]|[A-Z0-9$\\*]))")
-_PLACEHOLDER = "\u2063"  # invisible separator, never in abstracts
+from rag_assistant.stopwords import STOPWORDS_EN
+
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 _WS = re.compile(r"\s+")
 # Characters that let text drive a terminal or reorder what the reader sees: C0 controls but tab and newline,
@@ -49,15 +44,89 @@ def normalize_space(text: str) -> str:
     return _WS.sub(" ", text).strip()
 
 
+# The splitter's version: stored sentence vectors are aligned with its sentences (index/sentences.py), so any
+# change to what split_sentences returns for some text must change this string (a re-ingest then re-embeds the
+# papers whose split changed). The library's version is part of it.
+SPLITTER_VERSION = "syntok-1.4.4+repairs-1"
+# Repairs to syntok's boundaries, measured on eval/sentences/boundaries.jsonl (benchmarks/sentence_boundaries.py):
+# - a join: a full stop glued to the next sentence ("grown substantially.LLM unlearning has emerged"), after a
+#   word that is no abbreviation, before a capitalised word (or its opening emphasis or mark); syntok keeps such a
+#   pair as one sentence after a capitalised word or a bracket ("an edge GPU.Our", "(STET).Compared"). Not after
+#   a Python module's name: "typing.Optional", "nn.Module" are code.
+# What may follow a sentence's final stop: quotes, brackets, the end of math (`$`, or its mark). A closing "*",
+# "}" or markup mark is not taken for one ("**Method.** We train" is one sentence), but may end one syntok found.
+_CLOSE = "\"')\\]$\u201d\u2019\ue001"
+_JOIN = re.compile(
+    r"(?<![\s.])(?<!\be\.g)(?<!\bi\.e)(?<!\bcf)(?<!\bvs)"  # no abbreviation
+    r"(?<!\btyping)(?<!\btorch)(?<!\bnn)(?<!\bnp)(?<!\btf)(?<!\bjax)"  # no module
+    rf"[.!?][{_CLOSE}*}}\ue003]*?(?=(?:\*\*?|[\ue000\ue002])?[A-Z](?:[A-Za-z]|\s[a-z]))"  # closers, a capitalised word
+)
+# - a full stop after a word, a number or a bracket, then a space and a capitalised word: syntok misses some after
+#   numbers and brackets ("an F1 score of 0.35. We expect", "Thrush et al. (2024). To leverage", "(GMM). Based").
+#   Not after an abbreviation, an initial ("A. Defazio") or an enumeration ("(1.) The ability").
+_MISSED = re.compile(
+    r"(?<=[a-z0-9%)\]}$*\ue001\ue003][.!?])(?<!\b[A-Z]\.)(?<!\(\d\.)"
+    r"(?<!\bal\.)(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bvs\.)(?<!\bcf\.)(?<!\bresp\.)(?<!\bapprox\.)"
+    rf"[{_CLOSE}]*\s+(?=(?:[\[(\u201c\"']|\*\*?)?[A-Z](?:[A-Za-z]|\s))"
+)
+# - a boundary only after a sentence's final punctuation (and closing brackets, quotes, emphasis or marks):
+#   syntok also starts a sentence at an enumeration ("...; 2) Adaptability", "; **Scalability**:").
+_ENDS = re.compile(rf"[.!?][{_CLOSE}*}}\ue003]*$")
+# - never after a reference abbreviation before its number ("Eq. 2", "Fig. 3"), nor between "et al." and the
+#   year or reference that follows it ("Whitehouse et al. (2022)", "Bhattacharya et al. [NeurIPS'23]").
+_REFERENCE = re.compile(r"\b(?:Eqs?|Figs?|Sec|Secs|Tab|Thm|Def|Alg|Lem|App|Ch|No)\.$")
+_ET_AL = re.compile(r"\bet al\.$")
+# Bracketed references just before a sentence's stop are left out while the boundaries are found: an answer
+# that quotes an abstract sentence with its citation ("... the image space [004:17]?") splits as the abstract did.
+_CITATION = re.compile(r"(?:\s?\[[^\[\]]{1,80}\])+(?=[.!?])")
+
+
 def split_sentences(text: str) -> list[str]:
-    """Split prose into sentences, keeping abbreviations, decimals and inline LaTeX intact."""
+    """Split prose into sentences (syntok, plus the repairs above), keeping abbreviations, decimals, URLs and
+    inline LaTeX intact. The marks of clean_markup(mark=True) split as the markup they stand for did."""
     text = normalize_space(text)
-    if not text:
-        return []
-    guarded = _PROTECT.sub(lambda m: m.group(0)[:-1] + _PLACEHOLDER, text)
-    parts = _BOUNDARY.split(guarded)
-    sentences = [p.replace(_PLACEHOLDER, ".").strip() for p in parts]
-    return [s for s in sentences if s]
+    return list(_split(text)) if text else []
+
+
+@lru_cache(maxsize=8192)
+def _split(text: str) -> tuple[str, ...]:
+    """Sentences of whitespace-normalised text; cached: every retrieved abstract is split by the answer analysis,
+    the answerer and the citation check alike, and syntok takes a few milliseconds per abstract."""
+    plain, where = _without_citations(text)
+    cuts = [where[start] for start in _boundaries(plain)]
+    pieces = (text[a:b].strip() for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True))
+    return tuple(p for p in pieces if p)
+
+
+def _without_citations(text: str) -> tuple[str, list[int]]:
+    """The text without its bracketed references before a stop, and each of its characters' offset in `text`."""
+    kept, where, at = [], [], 0
+    for m in _CITATION.finditer(text):
+        kept.append(text[at : m.start()])
+        where += range(at, m.start())
+        at = m.end()
+    kept.append(text[at:])
+    where += range(at, len(text) + 1)
+    return "".join(kept), where
+
+
+def _boundaries(text: str) -> list[int]:
+    """Where sentences start (but the first): syntok's boundaries and the repairs above."""
+    from syntok.segmenter import analyze
+
+    starts = {sentence[0].offset for paragraph in analyze(text) for sentence in paragraph if sentence}
+    joins = {m.end() for m in _JOIN.finditer(text)}
+    starts |= joins | {m.end() for m in _MISSED.finditer(text)}
+    kept = [0]
+    for start in sorted(starts - {0}):
+        before = text[kept[-1] : start].rstrip()
+        if not before or not _ENDS.search(before[-12:]) or _REFERENCE.search(before[-12:]):
+            continue
+        if not text[start - 1].isspace() and start not in joins:  # inside a word ("typing.Optional")
+            continue
+        if not (_ET_AL.search(before[-12:]) and text[start] in "(["):
+            kept.append(start)
+    return kept[1:]
 
 
 def content_words(text: str) -> list[str]:
@@ -81,6 +150,34 @@ def stems(text: str) -> list[str]:
     stemmer = english_stemmer()
     words = content_words(text)
     return stemmer.stemWords(words) if stemmer else [w[:6] for w in words]  # prefixes: a crude fallback
+
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default token_pattern
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    """The keyword index's terms, which relevance scoring shares: what bm25s.tokenize(texts, stopwords="en",
+    stemmer=english_stemmer(), return_ids=False) returns (tests/test_keyword.py checks it on the corpus): lower
+    case, words of 2+ characters, stop words out, stems."""
+    stop, split = STOPWORDS_EN, _TOKEN.findall
+    docs = [[w for w in split(text.lower()) if w not in stop] for text in texts]
+    stemmer = english_stemmer()
+    if stemmer is None:
+        return docs
+    words = list(dict.fromkeys(w for doc in docs for w in doc))
+    stem_of = dict(zip(words, stemmer.stemWords(words), strict=True))
+    return [[stem_of[w] for w in doc] for doc in docs]
+
+
+def query_terms(text: str) -> list[str]:
+    """The terms of a question without question words ('what', 'which', 'paper', ...) that bm25s's English
+    stop-word list keeps: they match every abstract and only add noise."""
+    return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
+
+
+@lru_cache(maxsize=1)
+def _question_stopwords() -> frozenset[str]:
+    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
 
 
 # `$...$` (or `$$...$$`) math, and LaTeX commands outside it. A `$` followed by a digit opens math only if its

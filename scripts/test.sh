@@ -2,15 +2,16 @@
 # Set up a virtual environment (once) and run the whole test suite, slow tests included.
 # The llamacpp extra builds llama.cpp from source (about 5 minutes on 2 cores, once) for the integration
 # test against a real OpenAI-compatible server; set SKIP_LLAMACPP=1 to leave it out (that test then skips).
+# The llamaindex extra is installed so that the LlamaIndex integration (rag_assistant/integrations) is tested.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-extras="test"
+extras="test,llamaindex"
 if [ "${SKIP_LLAMACPP:-0}" != 1 ]; then
-    extras="test,llamacpp"
+    extras="test,llamaindex,llamacpp"
     # llama.cpp must be built portable: a native build (-march=native) dies with "Illegal instruction" on
     # machines whose CPU reports AVX-512/AMX but faults on them. pip's wheel cache may hold such a native
     # wheel from an earlier build, so build from source without any cache. An install that was built with

@@ -26,6 +26,7 @@ FLOORS: list[tuple[str, list[str]]] = [
             "rag_assistant",
             "rag_assistant.errors",
             "rag_assistant.text",
+            "rag_assistant.stopwords",
             "rag_assistant.config",
             "rag_assistant.retries",
             "rag_assistant.plan",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,9 +36,39 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
+def data_fingerprint(data_dir: Path) -> dict[str, object]:
+    """What a test could change in a data dir: every file's bytes; for Chroma, the tables of its SQLite file,
+    where every write lands (a client rewrites a row of `acquire_write` and the vector segments' length.bin
+    whenever it opens the index, even to read, so those are left out)."""
+    out: dict[str, object] = {}
+    for path in sorted(p for p in data_dir.rglob("*") if p.is_file()):
+        name = str(path.relative_to(data_dir))
+        if path.name == "chroma.sqlite3":
+            out[name] = _sqlite_tables(path)
+        elif path.parent.parent.name != "chroma":  # not a vector segment (chroma/<segment id>/*.bin)
+            out[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def _sqlite_tables(path: Path) -> dict[str, str]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        rows = {n: sorted(map(repr, con.execute(f'SELECT * FROM "{n}"'))) for n in tables if n != "acquire_write"}
+    finally:
+        con.close()
+    return {n: hashlib.sha256(repr(r).encode()).hexdigest() for n, r in rows.items()}
+
+
+def _changed(data_dir: Path, want: dict[str, object]) -> list[str]:
+    got = data_fingerprint(data_dir)
+    return sorted(n for n in want.keys() | got.keys() if want.get(n) != got.get(n))
+
+
 @pytest.fixture(scope="session")
-def ready_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bundled corpus ingested once; tests must only read it."""
+def ready_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, object]]]:
+    """The bundled corpus ingested once, and its fingerprint; tests must only read it. At the end of the session
+    it must be unchanged (also by tests that use `ready_data_dir` directly)."""
     from rag_assistant.config import Settings
     from rag_assistant.corpus import bundled_corpus_path, load_corpus
     from rag_assistant.index.ingest import ingest_papers
@@ -44,22 +76,33 @@ def ready_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("ready") / "data"
     settings = Settings(data_dir=d)
     ingest_papers(load_corpus([bundled_corpus_path()]).papers, settings)
-    return d
+    fingerprint = data_fingerprint(d)
+    yield d, fingerprint
+    assert not (changed := _changed(d, fingerprint)), f"a test wrote into the shared read-only index: {changed}"
+
+
+@pytest.fixture(scope="session")
+def ready_data_dir(ready_index: tuple[Path, dict[str, object]]) -> Path:
+    """The shared, already-ingested data directory: read it only (tests that write use `own_ready`)."""
+    return ready_index[0]
 
 
 @pytest.fixture
-def ready(ready_data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point this test at the shared, already-ingested data directory."""
-    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(ready_data_dir))
-    return ready_data_dir
+def ready(ready_index: tuple[Path, dict[str, object]], monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Point this test at the shared, already-ingested data directory, and check it left it unchanged: a test
+    that logs answers (ask, chat, batch) or ingests must use `own_ready`."""
+    d, fingerprint = ready_index
+    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(d))
+    yield d
+    assert not (changed := _changed(d, fingerprint)), f"this test wrote into the shared read-only index: {changed}"
 
 
 @pytest.fixture
 def own_ready(ready_data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private copy of the ingested bundled corpus, for tests that write to it (answers are logged). The answer
-    log is left behind: tests reading the shared index log their answers in it."""
+    """A private copy of the ingested bundled corpus, for tests that write to it (answers are logged, files
+    ingested)."""
     target = tmp_path / "own"
-    shutil.copytree(ready_data_dir, target, ignore=shutil.ignore_patterns("provenance.sqlite*"))
+    shutil.copytree(ready_data_dir, target)
     monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(target))
     return target
 

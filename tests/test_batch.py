@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from fake_llm import FakeLLMServer, Step, garbage, status
@@ -152,6 +152,43 @@ def test_llm_batch_killed_resumed_and_retried(cli, own_ready: Path, tmp_path: Pa
     assert logged and all(r["session"] == "batch:answers.jsonl" for r in logged)
 
 
+def test_llm_requests_overlap_while_the_chains_own_work_never_does(own_ready: Path, tmp_path: Path) -> None:
+    """The real chain in llm mode with 4 in flight: the model's requests meet at a barrier (it breaks unless
+    two are in flight at once), while the chain's own phases, under the batch's lock, never run together."""
+    from llm_helpers import cited_answer
+
+    from rag_assistant.answer.chain import AnswerChain
+
+    meet = threading.Barrier(2, timeout=60)
+    active, peak = [0], [0]
+
+    def both_in_flight(req: dict[str, Any]) -> str:
+        meet.wait()
+        return cited_answer(req)
+
+    def counted(phase: Any) -> Any:  # noqa: ANN401
+        def run(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+            time.sleep(0.01)  # a phase that let another in would be caught overlapping here
+            try:
+                return phase(*args, **kwargs)
+            finally:
+                active[0] -= 1
+
+        return run
+
+    questions = tmp_path / "q.txt"
+    questions.write_text("".join(f"How does ShadowKV reduce KV cache memory? ({n})\n" for n in range(4)))
+    with pytest.MonkeyPatch.context() as patch, FakeLLMServer(default=both_in_flight) as srv:
+        for name in ("prepare", "finish"):
+            patch.setattr(AnswerChain, name, counted(getattr(AnswerChain, name)))
+        settings = Settings(llm_base_url=srv.base_url, llm_api_key="test", llm_max_retries=0, llm_timeout=120)
+        summary = run_batch(questions, tmp_path / "out.jsonl", settings, concurrency=4)
+    assert summary.answered == 4 and summary.failed == 0, _lines(tmp_path / "out.jsonl")
+    assert peak[0] == 1 and len(srv.requests) == 4
+
+
 def test_usage_errors_exit_2(cli, tmp_path: Path) -> None:
     questions = tmp_path / "questions.pdf"
     questions.write_text("What?\n")
@@ -166,6 +203,8 @@ def test_usage_errors_exit_2(cli, tmp_path: Path) -> None:
 
 
 class StubChain:
+    """The chain's three phases: the question goes through them, the LLM's failure comes in `generate`."""
+
     mode = "llm"
 
     def __init__(self, fail: set[str] | None = None) -> None:
@@ -173,10 +212,15 @@ class StubChain:
         self.fail = fail or set()
         self.asked: list[str] = []
 
-    def ask(self, question: str, k: int | None = None, *, kind: str = "ask", session: str | None = None) -> Answer:
+    def prepare(self, question: str, k: int | None = None) -> str:
         self.asked.append(question)
+        return question
+
+    def generate(self, question: str) -> None:
         if question in self.fail:
             raise LLMError("the LLM server failed (HTTP 500)")
+
+    def finish(self, question: str, kind: str = "ask", session: str | None = None) -> Answer:
         ref = Reference("p:1", "papers.txt", 1, None, "A snippet.")
         off = "pizza" in question
         return Answer(
@@ -295,8 +339,8 @@ def test_fatal_error_stops_the_batch_and_keeps_finished_rows(tmp_path: Path) -> 
     src.write_text("".join(f"q{n}\n" for n in range(20)))
     out = tmp_path / "out.csv"
     broken = StubChain()
-    broken.ask = lambda question, *a, **kw: (  # type: ignore[method-assign]
-        _raise(IndexStoreError("the index is gone")) if question == "q10" else StubChain.ask(broken, question)
+    broken.prepare = lambda question, *a, **kw: (  # type: ignore[method-assign]
+        _raise(IndexStoreError("the index is gone")) if question == "q10" else StubChain.prepare(broken, question)
     )
     with pytest.raises(IndexStoreError):
         _run(src, out, broken, concurrency=4)
@@ -310,7 +354,7 @@ def test_fatal_error_stops_the_batch_and_keeps_finished_rows(tmp_path: Path) -> 
         assert [r["id"] for r in csv.DictReader(f)] == [str(n) for n in range(1, 21)]
 
 
-def _raise(exc: Exception) -> Answer:
+def _raise(exc: Exception) -> NoReturn:
     raise exc
 
 

@@ -15,7 +15,7 @@ from rag_assistant.config import Settings
 DEV = Path(__file__).resolve().parents[1] / "eval" / "dev.jsonl"
 # how typer 0.29 shows a parameter's Python type: <str>, <int range>, <list[Path]>, <path>, <a|b>
 TYPE_METAVAR = r"<(?:str|int|float|bool|path|file|int range|float range|list\[\w+\]|\w+(?:\|\w+)+)>"
-COMMANDS = ("ingest", "search", "stats", "ask", "log", "chat", "batch", "eval", "eval-compare")
+COMMANDS = ("ingest", "search", "stats", "papers", "ask", "log", "chat", "batch", "eval", "eval-compare")
 
 
 def test_an_unknown_key_in_the_config_file_is_an_error_naming_the_closest(cli, tmp_path: Path) -> None:

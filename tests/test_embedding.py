@@ -31,6 +31,19 @@ def test_torch_vectors_are_normalised() -> None:
 LONG = " ".join(["Transformers compress long contexts into low-rank key caches for efficient decoding."] * 40)
 
 
+class _EightDimensional:
+    """A model of another dimension than the bundled one's 384."""
+
+    def encode(self, texts: list[str], **_: object) -> np.ndarray:
+        return np.ones((len(texts), 8), dtype=np.float32) / np.sqrt(8)
+
+
+def test_no_texts_give_vectors_of_the_models_dimension() -> None:
+    embedder = Embedder()
+    embedder._model = _EightDimensional()
+    assert embedder.embed([]).shape == (0, 8) == (0, embedder.embed(TEXTS).shape[1])
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="onnx not installed")
 def test_onnx_export_matches_torch(tmp_path: Path) -> None:

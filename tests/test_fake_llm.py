@@ -180,8 +180,10 @@ def test_stop_is_prompt_while_delay_sleeping() -> None:
 
     t = threading.Thread(target=call, daemon=True)
     t.start()
-    while srv.request_count < 1:
+    deadline = time.monotonic() + 30  # generous: only a request that never arrives ends here
+    while srv.request_count < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert srv.request_count == 1, "the request never reached the server"
     t0 = time.monotonic()
     srv.stop()
     assert time.monotonic() - t0 < 1.0

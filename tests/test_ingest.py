@@ -17,6 +17,7 @@ from rag_assistant.index.chunking import chunk_paper, token_counter
 from rag_assistant.index.embedding import get_tokenizer
 from rag_assistant.index.ingest import EMBED_BATCH, ingest_papers
 from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.keyword_fields import store_docs
 from rag_assistant.index.state import keyword_dir
 from rag_assistant.index.store import ChromaStore, open_store
 from rag_assistant.retrieve import Retriever
@@ -63,7 +64,7 @@ def test_changed_abstract_replaces_old_chunks_and_removed_one_is_pruned(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings = Settings()
-    records = _bundled_records()[:6]
+    records = _bundled_records()  # enough chunks that the two papers' are < 10% of them: updated, not rebuilt
     path = _write_jsonl(tmp_path / "mini.jsonl", records)
     ingest_papers(load_corpus([path]).papers, settings)
     store = open_store(settings)
@@ -75,16 +76,17 @@ def test_changed_abstract_replaces_old_chunks_and_removed_one_is_pruned(
     with monkeypatch.context() as m:  # the keyword index is updated from the changes, not rebuilt from the store
         m.setattr(ChromaStore, "iter_chunks", lambda self: pytest.fail("store read back for the keyword index"))
         report = ingest_papers(load_corpus([path]).papers, settings)
-    assert (report.changed, report.removed, report.unchanged) == (1, 1, 4)
+    assert (report.changed, report.removed, report.unchanged) == (1, 1, 36)
     updated = KeywordIndex(keyword_dir(settings))
     rebuilt = KeywordIndex(tmp_path / "rebuilt")
-    rebuilt.build(open_store(settings).iter_chunks(), "check")
+    rebuilt.build(store_docs(open_store(settings)), "check")
     for query in ("zebras in savannas", "key cache", "diffusion models"):
-        got, want = dict(updated.query(query, 10)), dict(rebuilt.query(query, 10))
-        assert got.keys() == want.keys() and [got[k] for k in want] == pytest.approx(list(want.values()))
+        got, want = dict(updated.query(query, 100)), dict(rebuilt.query(query, 100))
+        # close, not equal: the removed chunks count in tantivy's statistics until a merge drops them
+        assert got.keys() == want.keys() and [got[k] for k in want] == pytest.approx(list(want.values()), rel=0.1)
 
     store = open_store(settings)
-    assert set(store.paper_states([r["id"] for r in _bundled_records()[:6]])) == {r["id"] for r in records}
+    assert set(store.paper_states([r["id"] for r in _bundled_records()])) == {r["id"] for r in records}
     texts = dict(store.iter_chunks())
     old_id = records[2]["id"]
     assert [t for cid, t in texts.items() if cid.startswith(old_id + "#")] == [records[2]["abstract"]]

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kill_helpers import kill_at, start_ingest
+from kill_helpers import kill_at, records, start_ingest, true_records
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus import Paper, bundled_corpus_path, load_corpus
@@ -66,8 +66,8 @@ def _fresh_store(settings: Settings) -> ChromaStore:
 
 
 def _snapshot(store: ChromaStore, settings: Settings) -> dict[str, Any]:
-    """Everything search depends on: chunks (ids, texts, metadata but the run that wrote them), vectors,
-    the keyword index (ids and scores) and the store's info (but the revision)."""
+    """Everything search and ingest depend on: chunks (ids, texts, metadata but the run that wrote them), vectors,
+    the keyword index (ids and scores), the store's info (but the revision) and the papers manifest."""
     res = store.collection.get(include=["documents", "metadatas", "embeddings"])
     chunks = {
         cid: (doc, {k: v for k, v in meta.items() if k != RUN_KEY})
@@ -84,11 +84,12 @@ def _snapshot(store: ChromaStore, settings: Settings) -> dict[str, Any]:
         "keyword_ids": sorted(ids),
         "keyword": {q: dict(keyword.query(q, 100)) for q in QUERIES},
         "info": info,
+        "manifest": records(store),
     }
 
 
 def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
-    assert got["chunks"] == want["chunks"] and got["info"] == want["info"]
+    assert got["chunks"] == want["chunks"] and got["info"] == want["info"] and got["manifest"] == want["manifest"]
     assert got["keyword_ids"] == want["keyword_ids"]
     for q, scores in want["keyword"].items():
         assert got["keyword"][q].keys() == scores.keys()
@@ -129,9 +130,12 @@ def _kill_mid_ingest(corpus: Path, sig: signal.Signals, rng: random.Random) -> t
 
 
 def _check_search_hides(store: ChromaStore, settings: Settings, embedder: Any, all_ids: list[str]) -> set[str]:
-    """Papers the store holds only in part; asserts search returns none of them and never comes up short."""
+    """Papers the store holds only in part; asserts search returns none of them and never comes up short, and
+    that the manifest lists no paper the store does not hold whole, as it is."""
     states = store.paper_states(all_ids)
     incomplete = {pid for pid, state in states.items() if not state.complete}
+    listed, true = records(store), true_records(store, all_ids)
+    assert all(true.get(pid) == record for pid, record in listed.items()), (listed, true)
     assert unfinished_papers(store, store.get_info()) == incomplete  # what stats reports
     retriever = Retriever(settings, reader=IndexReader(settings, store), embedder=embedder)
     complete = len(states) - len(incomplete)

@@ -1,8 +1,12 @@
 """The LlamaIndex integration (rag_assistant/integrations/llamaindex.py): our retriever as a LlamaIndex retriever,
-and a LlamaIndex query engine answering through the real openai client against the scripted server."""
+and a LlamaIndex query engine answering through the real openai client against the scripted server. LlamaIndex is
+an extra (scripts/test.sh installs it); without it these tests skip, saying so."""
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import architecture as arch
@@ -16,8 +20,14 @@ from rag_assistant.retrieve import Retriever
 
 QUESTION = "How does ShadowKV reduce KV cache memory?"
 SCRIPTED = "ShadowKV keeps a low-rank key cache on the GPU and offloads the value cache."
+needs_llamaindex = pytest.mark.skipif(
+    importlib.util.find_spec("llama_index") is None,
+    reason='LlamaIndex is not installed: it is the llamaindex extra (pip install -e ".[llamaindex]"; scripts/test.sh '
+    "installs it)",
+)
 
 
+@needs_llamaindex
 def test_paper_retriever_returns_our_papers_in_our_order(ready: Path) -> None:
     from llama_index.core.schema import NodeWithScore, TextNode
 
@@ -37,6 +47,7 @@ def test_paper_retriever_returns_our_papers_in_our_order(ready: Path) -> None:
     assert all(s.paper.text in n.node.get_content() for n, s in zip(nodes, ours, strict=True))
 
 
+@needs_llamaindex
 def test_paper_retriever_shares_an_existing_retriever(ready: Path) -> None:
     from rag_assistant.integrations.llamaindex import PaperRetriever
 
@@ -46,6 +57,7 @@ def test_paper_retriever_shares_an_existing_retriever(ready: Path) -> None:
     assert len(papers.retrieve(QUESTION)) == 3  # k defaults to the settings' top_k
 
 
+@needs_llamaindex
 def test_query_engine_answers_through_the_scripted_server(ready: Path) -> None:
     from rag_assistant.integrations.llamaindex import query_engine
 
@@ -65,6 +77,7 @@ def test_query_engine_answers_through_the_scripted_server(ready: Path) -> None:
     assert "dense_score" not in prompt  # scores and file names stay out of the prompt
 
 
+@needs_llamaindex
 def test_no_llm_configured_is_a_config_error(ready: Path) -> None:
     from rag_assistant.integrations.llamaindex import llm, query_engine
 
@@ -77,6 +90,7 @@ def test_no_llm_configured_is_a_config_error(ready: Path) -> None:
         llm(settings)
 
 
+@needs_llamaindex
 def test_llm_is_configured_like_our_client() -> None:
     from rag_assistant.integrations.llamaindex import llm
 
@@ -94,3 +108,11 @@ def test_nothing_in_the_package_imports_the_integration() -> None:
     inside = [m.name for m in arch.modules() if m.name.startswith("rag_assistant.integrations")]
     users = [m.name for m in arch.modules() if m.name not in inside and set(inside) & arch.imports(m)]
     assert inside and users == []
+
+
+def test_without_llamaindex_the_import_names_the_extra() -> None:
+    code = "import sys; sys.modules['llama_index'] = None; import rag_assistant.integrations.llamaindex"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    extra = 'pip install "rag-assistant[llamaindex]"'
+    error = f"ImportError: rag_assistant.integrations.llamaindex needs LlamaIndex: {extra}"
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == error

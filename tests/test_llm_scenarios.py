@@ -47,7 +47,7 @@ FAKES += ("10.1234", "openreview", "Berg", "\u0141ukasz", "evil.example")
 
 
 @pytest.fixture
-def srv(monkeypatch: pytest.MonkeyPatch, ready: Path):
+def srv(monkeypatch: pytest.MonkeyPatch, own_ready: Path):  # content scenarios log their answers
     with FakeLLMServer(default="The corpus does not cover this question.") as server:
         use_llm_server(monkeypatch, server.base_url, SECRET, retries=1, timeout=1)
         yield server

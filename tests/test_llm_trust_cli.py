@@ -52,7 +52,7 @@ def test_batch_stops_after_a_few_identical_systemic_failures(
     assert len(rows) == STOP_AFTER - 1 and all(r["status"] == "failed" for r in rows)  # journaled, retried later
 
 
-def test_batch_keeps_going_when_failures_differ_or_succeed(monkeypatch: pytest.MonkeyPatch, ready: Path, tmp_path):
+def test_batch_keeps_going_when_failures_differ_or_succeed(monkeypatch: pytest.MonkeyPatch, own_ready: Path, tmp_path):
     calls = {"n": 0}
 
     def flaky(req: dict) -> object:

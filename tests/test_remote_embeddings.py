@@ -131,14 +131,14 @@ def remote_settings(srv: FakeEmbeddingServer, model: str = MODEL, **kw: object) 
     return Settings(embedding_base_url=srv.base_url, embedding_api_model=model, **kw)  # type: ignore[arg-type]
 
 
-def test_model_signature_keeps_vectors_apart(ready: Path) -> None:
+def test_model_signature_keeps_vectors_apart(ready: Path, tmp_path: Path) -> None:
     from rag_assistant.retrieve import Retriever
 
     papers = load_corpus([bundled_corpus_path()]).papers[:3]
     with FakeEmbeddingServer() as srv:
         with pytest.raises(ConfigError, match=f"built with embedding model bundled:.*not remote:127.0.0.1:{srv.port}"):
             Retriever(remote_settings(srv, data_dir=ready)).search("key cache", 2)  # a local index
-        own = ready.parent / "remote-index"
+        own = tmp_path / "remote-index"
         from rag_assistant.index.ingest import ingest_papers
 
         ingest_papers(papers, remote_settings(srv, data_dir=own))

@@ -3,6 +3,7 @@ their paper, computed on read when missing, and never written by the read side."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rag_assistant import text as text_module
 from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.config import Settings
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
@@ -18,6 +20,7 @@ from rag_assistant.index.chunking import token_counter
 from rag_assistant.index.embedder_base import BaseEmbedder
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.ingest import ingest_papers
+from rag_assistant.index.sentence_store import LEGACY_FINGERPRINTS, content_digest, legacy_split
 from rag_assistant.index.sentences import SentenceStore, digest, layout, sidecar_path, signature
 from rag_assistant.index.state import recorded_chunking
 from rag_assistant.index.store import open_store
@@ -171,3 +174,60 @@ def test_layout_spans_and_both_kinds_give_one_vector_per_sentence() -> None:
     assert pooled.shape == standalone.shape
     assert np.allclose(np.linalg.norm(pooled, axis=1), 1.0, atol=1e-5)
     assert float(np.min(np.sum(pooled * standalone, axis=1))) > 0.6  # the same sentences, read in context
+
+
+def _legacy_sidecar(settings: Settings, papers: list[Any], vectors: dict[str, Any], sig: str) -> None:
+    """The sidecar as the code before issue 23 wrote it: rows keyed by the title, the text and a fingerprint of the
+    regex splitter of the time, aligned with that splitter's sentences, without the content and splitter columns."""
+    path = sidecar_path(settings)
+    path.unlink()
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE sentences (digest TEXT NOT NULL, signature TEXT NOT NULL, paper_id TEXT NOT NULL, "
+            "n INTEGER NOT NULL, dim INTEGER NOT NULL, vectors BLOB NOT NULL, PRIMARY KEY (digest, signature))"
+        )
+        for paper in papers:
+            key = json.dumps([paper.title, paper.text, LEGACY_FINGERPRINTS[0]], ensure_ascii=False)
+            n = len(legacy_split(paper.text))
+            rows = vectors[paper.paper_id] if n == len(vectors[paper.paper_id]) else np.ones((n, 384))
+            blob = np.asarray(rows, dtype=np.float16).tobytes()
+            digest_ = hashlib.sha1(key.encode("utf-8")).hexdigest()[:16]
+            db.execute("INSERT INTO sentences VALUES (?, ?, ?, ?, ?, ?)", (digest_, sig, paper.paper_id, n, 384, blob))
+    db.close()
+
+
+def test_a_new_splitter_reembeds_only_the_papers_whose_sentences_changed(tmp_path: Path) -> None:
+    settings = Settings()
+    records = _records(4)
+    # a join ("...sentence.Next") the regex splitter before issue 23 kept as one sentence, today's splits
+    first = split_sentences(records[0]["abstract"])
+    records[0]["abstract"] = first[0] + "".join(" " + s for s in first[1:]).replace(" ", "", 1)
+    path = tmp_path / "a.jsonl"
+    _ingest(path, records, settings)
+    store, sig = _stored(settings)
+    papers = load_corpus([path]).papers
+    assert len(legacy_split(papers[0].text)) == len(split_sentences(papers[0].text)) - 1
+    assert all(legacy_split(p.text) == split_sentences(p.text) for p in papers[1:])
+    stored = store.get(papers, sig)
+    store.close()
+    _legacy_sidecar(settings, papers, stored, sig)
+
+    # meanwhile the read side uses the legacy rows that still line up, and computes the other paper's
+    retriever = Retriever(settings)
+    read = retriever.sentence_vectors(papers)
+    assert retriever.reader._sentences is not None and retriever.reader._sentences.computed == 1
+    for paper in papers:
+        assert read[paper.paper_id].shape == (len(split_sentences(paper.text)), 384)
+        assert np.allclose(read[paper.paper_id], stored[paper.paper_id], atol=1e-2)
+
+    report = ingest_papers(papers, settings)  # unchanged papers: only the one whose sentences changed re-embedded
+    assert (report.unchanged, report.sentence_papers) == (len(papers), 1)
+    store = SentenceStore(sidecar_path(settings))
+    assert store.current(sig).keys() == {content_digest(p) for p in papers}
+    now = store.get(papers, sig)
+    for paper in papers:
+        assert np.allclose(now[paper.paper_id], stored[paper.paper_id], atol=1e-2)
+
+    text_module._split.cache_clear()
+    report = ingest_papers(papers, settings)  # an unchanged re-ingest splits no abstract
+    assert (report.sentence_papers, text_module._split.cache_info().misses) == (0, 0)

@@ -80,7 +80,7 @@ META_WORDS = frozenset(
 
 
 def analyse_question(question: str, embed: Embed) -> QuestionView:
-    from rag_assistant.index.keyword import query_terms
+    from rag_assistant.text import query_terms
 
     words = [w for w in dict.fromkeys(content_words(question)) if w not in META_WORDS]
     return QuestionView(
@@ -95,7 +95,7 @@ def analyse_question(question: str, embed: Embed) -> QuestionView:
 def analyse_papers(sources: Sequence[Source], vectors: SentenceVectors | None, embed: Embed) -> list[PaperView]:
     """A view of each source, in order; sentence vectors from the index (`vectors`), else embedded now."""
     from rag_assistant.answer.citations import sentence_vectors
-    from rag_assistant.index.keyword import tokenize
+    from rag_assistant.text import tokenize
 
     papers = [s.paper for s in sources]
     texts = [f"{p.title or ''} {p.text}" for p in papers]

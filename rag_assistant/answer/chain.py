@@ -1,10 +1,14 @@
-"""The answer chain: retrieve -> abstain? -> generate -> verify citations -> Answer (-> provenance log)."""
+"""The answer chain: retrieve -> abstain? -> generate -> verify citations -> Answer (-> provenance log), in three
+phases: `prepare` (retrieve and judge; an abstention or a near miss is answered there), `generate` (the
+generator's draft: in llm mode the model's request, which reads nothing shared) and `finish` (verify, log).
+`ask` runs the three; batch runs them itself, holding its lock around the ones that need it."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
@@ -20,7 +24,6 @@ from rag_assistant.text import clean_markup
 
 if TYPE_CHECKING:
     from rag_assistant.answer.analysis import PaperView, QuestionView
-    from rag_assistant.answer.llm_worker import LLMWorker
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found no answer in the retrieved abstracts."
@@ -44,8 +47,8 @@ class Generator(Protocol):
         ...
 
 
-def make_generator(settings: Settings, retriever: Retriever, worker: LLMWorker | None = None) -> Generator:
-    """The generator of the settings' mode; an LLM one sends its first request through `worker` when given."""
+def make_generator(settings: Settings, retriever: Retriever) -> Generator:
+    """The generator of the settings' mode."""
     mode = settings.resolved_mode()
     if mode == "llm":
         if not settings.llm_configured:
@@ -55,14 +58,23 @@ def make_generator(settings: Settings, retriever: Retriever, worker: LLMWorker |
             )
         from rag_assistant.answer.llm import LLMGenerator
 
-        if worker is None:
-            return LLMGenerator(settings)
-        from rag_assistant.answer.llm_worker import WorkerClient
-
-        return LLMGenerator(settings, WorkerClient(settings, worker))
+        return LLMGenerator(settings)
     from rag_assistant.answer.extractive import ExtractiveGenerator
 
     return ExtractiveGenerator(retriever.embedder.embed_cached, settings.answer_sentences, retriever.sentence_vectors)
+
+
+@dataclass
+class Job:
+    """An answer between the chain's phases: `request` is the generator call still to make (None: `prepare`
+    answered), `use` puts its draft, verified, into the answer."""
+
+    answer: Answer
+    started: float
+    notes: list[str]
+    request: Callable[[Callable[[str], None] | None], Draft] | None = None
+    use: Callable[[Draft], None] | None = None
+    draft: Draft | None = None
 
 
 class AnswerChain:
@@ -103,9 +115,25 @@ class AnswerChain:
         session: str | None = None,
         retrieval_query: str | None = None,
         pinned: list[str] | None = None,
+        retrieved: list[Source] | None = None,
     ) -> Answer:
-        """Answer one question. `retrieval_query` (chat's standalone question) is what is retrieved for and
-        answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply)."""
+        """Answer one question (`prepare` says what the arguments mean)."""
+        job = self.prepare(question, k, retrieval_query, pinned, retrieved)
+        self.generate(job, on_token)
+        return self.finish(job, kind, session)
+
+    def prepare(
+        self,
+        question: str,
+        k: int | None = None,
+        retrieval_query: str | None = None,
+        pinned: list[str] | None = None,
+        retrieved: list[Source] | None = None,
+    ) -> Job:
+        """Retrieve and judge. `retrieval_query` (chat's standalone question) is what is retrieved for and
+        answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply);
+        `retrieved` is what a search for the query found already (chat's topic-shift check), used unless the
+        question asks for a survey (which retrieves deeper)."""
         question, notes = check_question(question, self.settings.max_question_chars)
         started = time.perf_counter()
         answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
@@ -116,17 +144,18 @@ class AnswerChain:
         answer.plan = plan.as_dict()
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
-            sources = self._retrieve(query, plan, k)
+            sources = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k)
             notes += self.retriever.search_warnings()
         answer.sources = [s.as_dict() for s in sources[: plan.max_papers if plan.survey else len(sources)]]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
         answer.relevance = self.relevance(query, sources)
+        job = Job(answer, started, notes)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
         elif pinned:
-            self._generate(answer, query, sources, on_token)
+            self._answer_job(job, query, sources)
         else:
             from rag_assistant.answer import shapes
 
@@ -135,11 +164,27 @@ class AnswerChain:
             if judged.near_miss(self.settings.near_miss_threshold):
                 shapes.near_miss_answer(self, answer, judged)
             elif plan.survey:
-                shapes.survey_answer(self, answer, judged, plan, on_token)
+                job.request, job.use = shapes.survey_answer(self, answer, judged, plan) or (None, None)
             else:
-                self._generate(answer, query, sources, on_token)
-        answer.warnings[:0] = notes
-        answer.timings["total"] = round(time.perf_counter() - started, 4)
+                self._answer_job(job, query, sources)
+        return job
+
+    def generate(self, job: Job, on_token: Callable[[str], None] | None = None) -> None:
+        """The generator's draft, when `prepare` left one to write."""
+        if job.request is not None:
+            t = time.perf_counter()
+            job.draft = job.request(on_token)
+            job.answer.timings["generate"] = round(time.perf_counter() - t, 4)
+
+    def finish(self, job: Job, kind: str = "ask", session: str | None = None) -> Answer:
+        """The draft verified into the answer, the answer logged."""
+        answer, draft = job.answer, job.draft
+        if draft is not None and job.use is not None:
+            answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
+            answer.warnings += draft.warnings
+            job.use(draft)
+        answer.warnings[:0] = job.notes
+        answer.timings["total"] = round(time.perf_counter() - job.started, 4)
         if self.log:
             from rag_assistant.answer.provenance import record
 
@@ -154,25 +199,18 @@ class AnswerChain:
             return self.retriever.survey(query, self.settings.survey_candidates, self.settings.survey_depth)
         return self.retriever.search(query, k)
 
-    def _generate(
-        self, answer: Answer, query: str, sources: list[Source], on_token: Callable[[str], None] | None
-    ) -> None:
-        t = time.perf_counter()
-        draft = self.generator.answer(query, sources, on_token=on_token)
-        self.take_draft(answer, draft, t)
+    def _answer_job(self, job: Job, query: str, sources: list[Source]) -> None:
+        job.request = partial(self.generator.answer, query, sources)
+        job.use = partial(self._use_answer, job.answer, [s.paper for s in sources])
+
+    def _use_answer(self, answer: Answer, papers: list[Paper], draft: Draft) -> None:
         if draft.abstained:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT if not draft.text else draft.text
             return
         t = time.perf_counter()
-        self.verify(answer, draft, [s.paper for s in sources])
+        self.verify(answer, draft, papers)
         answer.timings["verify"] = round(time.perf_counter() - t, 4)
-
-    @staticmethod
-    def take_draft(answer: Answer, draft: Draft, started: float) -> None:
-        answer.timings["generate"] = round(time.perf_counter() - started, 4)
-        answer.model, answer.prompt_version, answer.usage = draft.model, draft.prompt_version, draft.usage
-        answer.warnings += draft.warnings
 
     def verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None:
         """Verify everything the generator wrote; abstention is decided here, on the whole answer: no valid

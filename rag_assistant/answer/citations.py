@@ -17,6 +17,7 @@ import numpy as np
 
 from rag_assistant.answer.models import Reference, SentenceCheck
 from rag_assistant.answer.refs import PREFIX, RefSpan, Resolver
+from rag_assistant.corpus.fields import byline
 from rag_assistant.corpus.models import Paper
 from rag_assistant.text import (
     MARKUP_CLOSE,
@@ -384,5 +385,5 @@ def references(cited: list[str], sources: Sequence[Paper]) -> list[Reference]:
     for pid in cited:
         p = papers[pid]
         snippet = p.text[:160] + ("..." if len(p.text) > 160 else "")
-        out.append(Reference(pid, p.source, p.position, p.title, snippet))
+        out.append(Reference(pid, p.source, p.position, p.title, snippet, byline(p.metadata)))
     return out

@@ -19,6 +19,7 @@ Deterministic: same index and question, same answer."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +28,17 @@ import numpy as np
 from rag_assistant.answer.analysis import PaperView, QuestionView
 from rag_assistant.answer.citations import SentenceVectors, sentence_vectors
 from rag_assistant.answer.models import Draft
-from rag_assistant.answer.roles import BACKGROUND, METHOD, OTHER, RESULT, abstract_roles, asks_for_topic
+from rag_assistant.answer.roles import (
+    BACKGROUND,
+    METHOD,
+    OTHER,
+    RESULT,
+    abstract_roles,
+    asks_for_topic,
+    asks_to_compare,
+    compares,
+    refers_back,
+)
 from rag_assistant.index.embedding import MODEL_NAME
 from rag_assistant.retrieve import Source
 from rag_assistant.text import split_sentences, stems
@@ -39,6 +50,7 @@ _TOPIC_SCORE_RATIO = 0.7  # a paper in a topic answer scores at least this share
 _TOPIC_SENTENCE_FLOOR = 0.4  # ... and its key sentence at least this share of the best key sentence's score
 _AMBIGUOUS_RATIO = 0.9  # without words saying which, a runner-up this close to the leader means a topic
 _MIN_WORDS = 5
+_COMPARISON_BONUS = 0.08  # a comparison question prefers the sentences that compare
 
 
 def term_recall(question_terms: set[str], sentence_terms: set[str], idf: dict[str, float]) -> float:
@@ -58,12 +70,17 @@ def local_idf(sentence_terms: list[set[str]]) -> dict[str, float]:
     return {t: math.log(1 + n / d) for t, d in df.items()}
 
 
+_FINAL = re.compile(r"[.!?]+[\"'\u201d\u2019)\]}*]*$")  # the final stop and the quotes or brackets it closes
+
+
 def cite(sentence: str, paper_id: str) -> str:
-    """Put the citation before the final punctuation: '... memory [004:17].'"""
+    """Put the citation before the final punctuation: '... memory [004:17].', '... "hallucinations [004:17]."'
+    (after it, the citation would start a sentence of its own)."""
     body = sentence.rstrip()
-    end = body[-1] if body and body[-1] in ".!?" else "."
-    body = body[:-1] if body and body[-1] in ".!?" else body
-    return f"{body} [{paper_id}]{end}"
+    end = _FINAL.search(body)
+    if end is None:
+        return f"{body} [{paper_id}]."
+    return f"{body[: end.start()].rstrip()} [{paper_id}]{end.group(0)}"
 
 
 @dataclass
@@ -73,6 +90,7 @@ class _Candidate:
     paper_id: str
     sentence: str
     role: str
+    dangling: bool  # its opening refers back to the sentence before (roles.refers_back)
 
 
 class ExtractiveGenerator:
@@ -104,12 +122,14 @@ class ExtractiveGenerator:
         sentence_terms = [set(stems(c.sentence)) for c in candidates]
         idf = local_idf(sentence_terms)
         top_score = max(s.score for s in sources) or 1.0
+        comparing = asks_to_compare(question)
         relevance = np.array(
             [
                 0.65 * float(s_vecs[i] @ q_vec)
                 + 0.25 * term_recall(terms, sentence_terms[i], idf)
                 + 0.10 * (sources[c.rank].score / top_score)
                 + _ROLE_BONUS[c.role]
+                + (_COMPARISON_BONUS if comparing and compares(c.sentence) else 0.0)
                 for i, c in enumerate(candidates)
             ]
         )
@@ -117,7 +137,7 @@ class ExtractiveGenerator:
             # a blank line between items: each stays its own paragraph through citation checking
             text = "\n\n".join(self._topic_lines(candidates, relevance, sources))
         else:
-            chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id)
+            chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id, comparing)
             text = " ".join(cite(candidates[i].sentence, candidates[i].paper_id) for i in chosen)
         return Draft(text, self.model)
 
@@ -128,16 +148,25 @@ class ExtractiveGenerator:
         return Draft("\n\n".join("- " + lines[p.paper_id] for p in papers if p.paper_id in lines), self.model)
 
     def _one_paper(
-        self, candidates: list[_Candidate], relevance: np.ndarray, s_vecs: np.ndarray, paper_id: str
+        self,
+        candidates: list[_Candidate],
+        relevance: np.ndarray,
+        s_vecs: np.ndarray,
+        paper_id: str,
+        comparing: bool = False,
     ) -> list[int]:
-        """The best paper's sentences that answer the question, plus its method and result sentences, in
-        abstract order: what a reader asking about one paper wants, without its motivation."""
+        """The best paper's sentences that answer the question, plus its method and result sentences (and, for a
+        comparison question, its best sentence that compares), in abstract order: what a reader asking about one
+        paper wants, without its motivation."""
         own = [i for i, c in enumerate(candidates) if c.paper_id == paper_id and c.role not in (OTHER, BACKGROUND)]
         own = own or [i for i, c in enumerate(candidates) if c.paper_id == paper_id]  # all background: use it
         own.sort(key=lambda i: -relevance[i])
         chosen: list[int] = own[:1]
-        for role in (METHOD, RESULT):
-            best = next((i for i in own if candidates[i].role == role), None)
+        slots = [lambda c: c.role == METHOD, lambda c: c.role == RESULT]
+        if comparing:
+            slots.insert(0, lambda c: compares(c.sentence))
+        for wanted in slots:
+            best = next((i for i in own if wanted(candidates[i])), None)
             if best is not None and best not in chosen:
                 chosen.append(best)
         floor = self.sentence_floor * float(relevance[own[0]]) if own else 0.0
@@ -146,8 +175,7 @@ class ExtractiveGenerator:
                 break
             if i not in chosen and relevance[i] >= floor and float((s_vecs[chosen] @ s_vecs[i]).max()) < 0.9:
                 chosen.append(i)
-        chosen = chosen[: self.max_sentences]
-        return sorted(chosen, key=lambda i: candidates[i].position)
+        return sorted(_with_antecedents(chosen, candidates, self.max_sentences), key=lambda i: candidates[i].position)
 
     def _topic_lines(self, candidates: list[_Candidate], relevance: np.ndarray, sources: Sequence[Source]) -> list[str]:
         """One line per paper that answers the question, best first: its key claim (the best method or result
@@ -173,10 +201,34 @@ class ExtractiveGenerator:
         return lines
 
 
+def _with_antecedents(chosen: list[int], candidates: list[_Candidate], limit: int) -> list[int]:
+    """The chosen sentences (best first), each that refers back with the sentence before it, within `limit`: a
+    sentence whose antecedent does not fit (or is no candidate) is left out, unless nothing else is left."""
+    where = {(c.paper_id, c.position): i for i, c in enumerate(candidates)}
+    out: list[int] = []
+    for i in chosen:
+        if i in out:
+            continue
+        c = candidates[i]
+        before = where.get((c.paper_id, c.position - 1)) if c.dangling else None
+        need = [i] if not c.dangling else [] if before is None else [before, i] if before not in out else [i]
+        if need and len(out) + len([j for j in need if j not in out]) <= limit:
+            out += [j for j in need if j not in out]
+    return out or chosen[:1]
+
+
 def _key_sentence(indices: list[int], candidates: list[_Candidate], relevance: np.ndarray) -> int:
-    """A paper's most relevant method or result sentence; any sentence when it has none."""
-    claims = [i for i in indices if candidates[i].role in (METHOD, RESULT)] or indices
-    return max(claims, key=lambda i: relevance[i])
+    """A paper's most relevant method or result sentence that reads alone; one that refers back only when it has
+    no other, any sentence when it has no claim."""
+    best = _claims(indices, [c.role for c in candidates], [c.dangling for c in candidates])
+    return max(best, key=lambda i: relevance[i])
+
+
+def _claims(indices: list[int], roles: Sequence[str], dangling: Sequence[bool]) -> list[int]:
+    """The method and result sentences among `indices` that read alone; else those that refer back; else all
+    (a paper with no claim sentence): what a one-line summary of the paper may quote."""
+    claims = [i for i in indices if roles[i] in (METHOD, RESULT)]
+    return [i for i in claims if not dangling[i]] or claims or indices
 
 
 def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
@@ -185,7 +237,7 @@ def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
         sentences = split_sentences(source.paper.text)
         for pos, (sentence, role) in enumerate(zip(sentences, abstract_roles(sentences), strict=True)):
             if len(sentence.split()) >= _MIN_WORDS:
-                out.append(_Candidate(rank, pos, source.paper_id, sentence, role))
+                out.append(_Candidate(rank, pos, source.paper_id, sentence, role, refers_back(sentence)))
     return out
 
 
@@ -200,8 +252,10 @@ def _wants_several(question: str, sources: Sequence[Source]) -> bool:
 
 def key_sentence(question: QuestionView, paper: PaperView) -> str | None:
     """The sentence that best says what the paper does about the question: its most relevant method or result
-    sentence (background only when it has nothing else; never code or data availability)."""
+    sentence (background only when it has nothing else; never filler; one that refers back to the sentence before
+    only when no other remains)."""
     usable = [i for i, s in enumerate(paper.sentences) if len(s.split()) >= _MIN_WORDS and paper.roles[i] != OTHER]
+    usable = _claims(usable, paper.roles, [refers_back(s) for s in paper.sentences])
     if not usable or not len(paper.vectors):
         return None
     terms = set(question.word_stems)

@@ -41,9 +41,9 @@ class LLMGenerator:
     mode = "llm"
     numbered_labels = True  # see docs/llm.md: SmolLM2 copies [1] more reliably than [004:17]
 
-    def __init__(self, settings: Settings, client: LLMClient | None = None) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.client = client or LLMClient(settings)
+        self.client = LLMClient(settings)
         self.model = self.client.model
         self.system = load_prompt("answer_system")
         self.user = load_prompt("answer_user")

@@ -1,27 +1,26 @@
 """The one LLM client: a chat completion, whole (`complete`) or streamed (`stream`), from any OpenAI-compatible
 server through the `openai` client. It owns the error classification, token usage and finish reason, and the
-truncation check (retries: retries.py); the LLM generator, chat's condensing and the LLM judge all call it.
+truncation check (the client retries: retries.py); the LLM generator, chat's condensing and the LLM judge all
+call it.
 
-A new process pays for what the call needs and no more: the `openai` package (~0.6 s to import here; `ask`
-has it imported by a worker process, llm_worker.py), and one POST to /chat/completions made with the
-client's documented `post` (its `chat.completions` resource would import all of `openai.resources`, another
-~0.4 s). LlamaIndex's OpenAILike, used here before, cost ~2.3 s of imports for
-the same request. Every failure becomes one LLMError with a `reason`, a message the user can act on, the
-attempts and the time it took, and no secret (see redact.py)."""
+A new process pays for what the call needs and no more: the `openai` package (~0.6 s to import here), and one
+POST to /chat/completions made with the client's documented `post` (its `chat.completions` resource would
+import all of `openai.resources`, another ~0.4 s). LlamaIndex's OpenAILike, used here before, cost ~2.3 s of
+imports for the same request. Every failure becomes one LLMError with a `reason`, a message the user can act
+on, the attempts and the time it took, and no secret (see redact.py)."""
 
 from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from rag_assistant.answer.redact import redact_url, scrub, secrets_of
 from rag_assistant.config import Settings
-from rag_assistant.errors import LLMError, ServiceError
-from rag_assistant.retries import failure_kind, retryable_status, with_retries
+from rag_assistant.errors import LLMError
+from rag_assistant.retries import Server, failure_kind
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CHARS_PER_TOKEN_MAX = 16  # a completion longer than max_tokens x this ignored max_tokens: it is cut
@@ -61,22 +60,9 @@ class LLMClient:
         self.settings = settings.model_copy(update=update) if update else settings
         self.model = self.settings.llm_model
         self.secrets = secrets_of(self.settings)
-        self._client: Any = None
-        self._lock = threading.Lock()
-
-    @property
-    def client(self) -> Any:
-        """The `openai` client, built on first use; it never retries itself (ours do: retries.py)."""
-        with self._lock:  # batch answers on threads: one client (one connection pool) for all of them
-            if self._client is None:
-                from openai import OpenAI
-
-                s = self.settings
-                key = s.llm_api_key.get_secret_value() if s.llm_api_key else "not-needed"  # local servers ignore it
-                self._client = OpenAI(
-                    base_url=s.llm_base_url or DEFAULT_BASE_URL, api_key=key, timeout=s.llm_timeout, max_retries=0
-                )
-        return self._client
+        s = self.settings
+        key = s.llm_api_key.get_secret_value() if s.llm_api_key else "not-needed"  # local servers ignore it
+        self.server = Server(s.llm_base_url or DEFAULT_BASE_URL, key, s.llm_timeout, s.llm_max_retries)
 
     def where(self) -> str:
         """The server's URL as it may be shown: credentials and query values masked."""
@@ -104,17 +90,10 @@ class LLMClient:
             "max_tokens": s.llm_max_tokens,
             "stream": on_token is not None,
         }
-        parts: list[str] = []
-
-        def attempt() -> Completion:
-            parts.clear()
-            return self._request(body, parts, on_token)
-
-        def classify(exc: Exception) -> tuple[bool, ServiceError]:
-            retryable, error = self._classify(exc, streamed=sum(map(len, parts)))
-            return retryable and not parts, error
-
-        return with_retries(attempt, s.llm_max_retries + 1, classify)
+        parts: list[str] = []  # what was streamed: a failure says how much (the client retries none of it)
+        return self.server.call(
+            lambda: self._request(body, parts, on_token), lambda exc: self._classify(exc, sum(map(len, parts)))
+        )
 
     def _request(self, body: dict[str, Any], parts: list[str], on_token: Callable[[str], None] | None) -> Completion:
         """One POST to /chat/completions; streamed pieces are appended to `parts` as they arrive."""
@@ -122,12 +101,12 @@ class LLMClient:
         from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
         if on_token is None:
-            response = self.client.post("/chat/completions", body=body, cast_to=ChatCompletion)
+            response = self.server.client.post("/chat/completions", body=body, cast_to=ChatCompletion)
             if not response.choices:
                 raise ValueError("a completion without choices")
             return Completion(response.choices[0].message.content or "", _usage(response), _finish(response))
         finish, received, limit = None, 0, self.char_limit
-        stream = self.client.post(
+        stream = self.server.client.post(
             "/chat/completions", body=body, cast_to=ChatCompletion, stream=True, stream_cls=Stream[ChatCompletionChunk]
         )
         with stream:
@@ -165,25 +144,25 @@ class LLMClient:
             )
         return text, warnings
 
-    def _classify(self, exc: Exception, streamed: int = 0) -> tuple[bool, LLMError]:
-        """(retryable, the error to raise)."""
+    def _classify(self, exc: Exception, streamed: int = 0) -> LLMError:
+        """The error a failed request is reported as."""
         where, url = f"{self.model} at {self.where()}", self.where()
         kind, code = failure_kind(exc)
         if kind == "timeout":
-            return True, self.error(
+            return self.error(
                 "timeout",
                 f"the LLM ({where}) did not answer within {self.settings.llm_timeout:g}s per attempt",
                 "raise RAG_ASSISTANT_LLM_TIMEOUT or use a smaller model",
             )
         if kind == "dropped":
             after = f" after {streamed} characters of the answer" if streamed else " before answering"
-            return True, self.error(
+            return self.error(
                 "dropped",
                 f"the LLM server at {url} closed the connection{after}",
                 "the server may have crashed or restarted: check its logs, then retry",
             )
         if kind == "connect":
-            return True, self.error(
+            return self.error(
                 "connect",
                 f"cannot connect to the LLM server at {url}",
                 "start the server, or fix --llm-base-url / OPENAI_BASE_URL; --mode extractive works offline",
@@ -192,37 +171,37 @@ class LLMClient:
             return self._classify_status(code, where, url)
         return self._classify_other(exc, url)
 
-    def _classify_status(self, code: int, where: str, url: str) -> tuple[bool, LLMError]:
+    def _classify_status(self, code: int, where: str, url: str) -> LLMError:
         if code == 429:
-            return True, self.error("rate_limit", f"the LLM ({where}) is rate limiting (HTTP 429)", "wait and retry")
+            return self.error("rate_limit", f"the LLM ({where}) is rate limiting (HTTP 429)", "wait and retry")
         if code in (401, 403):
-            return False, self.error(
+            return self.error(
                 "auth", f"the LLM server at {url} rejected the API key (HTTP {code})", "check OPENAI_API_KEY"
             )
         if code == 404:
-            return False, self.error(
+            return self.error(
                 "not_found",
                 f"model {self.model!r} not found at {url} (HTTP 404)",
                 "set --llm-model / RAG_ASSISTANT_LLM_MODEL to a model the server serves",
             )
-        return retryable_status(code), self.error(
+        return self.error(
             "server",
             f"the LLM server failed (HTTP {code}) for {where}",
             "check the server's logs; --mode extractive works offline",
         )
 
-    def _classify_other(self, exc: Exception, url: str) -> tuple[bool, LLMError]:
+    def _classify_other(self, exc: Exception, url: str) -> LLMError:
         import openai
 
         # a body that is not JSON, or JSON not shaped like a completion (the client does not validate it)
         shape = json.JSONDecodeError | openai.APIResponseValidationError | ValueError | LookupError
         if isinstance(exc, shape | AttributeError | TypeError):
-            return False, self.error(
+            return self.error(
                 "malformed",
                 f"the LLM server at {url} sent a malformed response",
                 "check that it is OpenAI-compatible (/v1/chat/completions)",
             )
-        return False, self.error("other", f"the LLM call failed: {type(exc).__name__}: {str(exc)[:200]}")
+        return self.error("other", f"the LLM call failed: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def _usage(raw: Any) -> dict[str, int]:

@@ -23,6 +23,7 @@ class Reference:
     position: int
     title: str | None
     snippet: str
+    byline: str = ""  # first authors · topic · year (corpus/fields.byline), when the paper has them
 
 
 @dataclass

@@ -54,7 +54,7 @@ def relevance(
 
 
 def _coverage(question: str, top: list[Source], idf: Idf) -> float:
-    from rag_assistant.index.keyword import query_terms, tokenize
+    from rag_assistant.text import query_terms, tokenize
 
     terms = set(query_terms(question))
     weights = idf(sorted(terms))

@@ -14,9 +14,14 @@ import re
 
 BACKGROUND, METHOD, RESULT, OTHER = "background", "method", "result", "other"
 
+# Filler: availability, hopes, calls to action and closing slogans; never an answer's line (issue 23).
 _OTHER = re.compile(
-    r"https?://|github\.com|\b(code|data|dataset|models?|implementation)s? (is|are) (publicly )?(available|released)"
-    r"|\bwe (release|open[- ]source|make)\b.{0,40}\b(code|available|public)",
+    r"https?://|github\.com"
+    r"|\b(code|data|datasets?|models?|implementations?|weights|benchmarks?)\b[^.;]{0,60}?\b(is|are|will be) (made )?"
+    r"(publicly |freely |openly )?(available|released|accessible)"
+    r"|\bwe (release|open[- ]source|make)\b.{0,40}\b(code|available|public)"
+    r"|\bwe hope\b|\b(urgent|critical|pressing) need\b|\bcall(s|ing)? (for|on)\b|\bpaves? the way\b"
+    r"|\bopens? (up )?(new|promising) (avenues|directions|doors)",
     re.I,
 )
 _RESULT = re.compile(
@@ -69,6 +74,8 @@ def sentence_role(sentence: str, position: int, n_sentences: int) -> str:
         return RESULT
     if method and not (result and late):
         return METHOD
+    if result and _COMPARATIVE.search(sentence):  # "2.1 times faster than dense baselines": a measured claim
+        return RESULT
     if result and (own or (position > 0 and not _BACKGROUND.search(sentence))):
         return RESULT
     if own:
@@ -80,6 +87,63 @@ def sentence_role(sentence: str, position: int, n_sentences: int) -> str:
 
 def abstract_roles(sentences: list[str]) -> list[str]:
     return [sentence_role(s, i, len(sentences)) for i, s in enumerate(sentences)]
+
+
+# A sentence whose opening refers back to something only an earlier sentence names ("To alleviate this, ...",
+# "These systems ...", "For instance, ...", "we bridge this gap"): quoted alone, the reader cannot tell what it
+# means. Tuned on the dev split of eval/sentences/roles-adjudicated.jsonl (benchmarks/sentence_roles.py).
+# "this paper/work/study" names the paper itself and refers to nothing before.
+_SELF = r"(?! (?:paper|work|study|article|position paper|thesis|report)\b)"
+_ANAPHOR = rf"(?:this{_SELF}|these|those|such|it|its|they|their|them|above|aforementioned|the former|the latter)"
+_REFERS_BACK = re.compile(
+    r"^(?:"
+    r"to (?:address|alleviate|tackle|overcome|mitigate|solve|remedy|fill|bridge|close|meet|achieve|resolve|handle"
+    rf"|fix|answer|circumvent)\b[^,]{{0,40}}?\b{_ANAPHOR}\b"
+    r"|(?:building|based|drawing|relying|inspired|motivated|guided|grounded) (?:on|by|upon)\b"
+    rf"[^,]{{0,30}}?\b{_ANAPHOR}\b"
+    rf"|(?:given|despite|with|through|in|under|from|beyond|unlike|within|against|for|by|using|via) {_ANAPHOR}\b"
+    r"|(?:consequently|therefore|thus|hence|moreover|furthermore|additionally|in addition|in particular|specifically"
+    r"|similarly|likewise|nevertheless|nonetheless|however|instead|as a result|as such|in turn|accordingly|finally"
+    r"|then|next|besides)\b[^.]{0,60}?\b"
+    rf"(?:{_ANAPHOR}|the (?:\w+ ){{0,2}}(?:method|model|approach|framework|estimator|problem|findings|results?"
+    r"|analysis|algorithm|task|issue|gap|challenge|limitation|strategy|paradigm|setting|process|module|phenomenon"
+    r"|question))\b"
+    rf"|{_ANAPHOR}\b"
+    r"|the (?:\w+[- ]){0,2}(?:findings|analysis|results|problem|issue|gap|challenge|limitation|question|phenomenon)\b"
+    r"|\w+ (?:of|in|among|on) (?:these|those|such|them|this)\b"
+    r"|(?:in this (?:paper|work|study),? )?(?:we|our \w+|this (?:paper|work|study))\b[^,.;]{0,60}?"
+    rf"\b(?:this{_SELF}|these|those|such|its|their|they|them)\b"
+    r"|(?:to this end|in doing so|to do so|for (?:instance|example)|conversely|collectively|in contrast"
+    r"|importantly)\b"
+    r"|[^,]{0,40}\b(?:this|these|those) (?!paper\b|work\b|study\b)\w+ (?:\w+ )?(?:is|are|was|were|has|have|can"
+    r"|does|do|leads?|enables?|allows?|makes?|provides?|yields?|overlooks?|remains?|suffers?)\b"
+    r")",
+    re.I,
+)
+
+
+def refers_back(sentence: str) -> bool:
+    """True when the sentence's opening refers back to an earlier sentence (see _REFERS_BACK)."""
+    return bool(_REFERS_BACK.search(sentence.lstrip("*_ ")))
+
+
+# Comparison questions ("how does it compare to baselines?") want the sentence that compares.
+_COMPARISON_QUESTION = re.compile(
+    r"\b(compare[sd]?|comparison|versus|vs\.?|baselines?|better|worse|outperform\w*|against|relative to|than)\b", re.I
+)
+_COMPARATIVE = re.compile(
+    r"\b(outperform\w*|surpass\w*|compared (with|to)|than|over (the )?(strong |existing |prior )?baselines?"
+    r"|baselines?|relative to|versus|vs\.?|state[- ]of[- ]the[- ]art|improv\w* (over|on|upon))\b",
+    re.I,
+)
+
+
+def asks_to_compare(question: str) -> bool:
+    return bool(_COMPARISON_QUESTION.search(question))
+
+
+def compares(sentence: str) -> bool:
+    return bool(_COMPARATIVE.search(sentence))
 
 
 _TOPIC = re.compile(

@@ -9,7 +9,8 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from rag_assistant.corpus.models import Paper
 from rag_assistant.plan import Plan
 from rag_assistant.retrieve import Retriever, Source
 
+if TYPE_CHECKING:
+    from rag_assistant.answer.survey import Survey
+
 
 class AnswerChain(Protocol):
     """What the shapes use of the chain (answer/chain.py), which calls them."""
@@ -29,8 +33,6 @@ class AnswerChain(Protocol):
     generator: Any
 
     def verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None: ...
-
-    def take_draft(self, answer: Answer, draft: Draft, started: float) -> None: ...
 
 
 _CITED = re.compile(r"\[([^\[\]]+)\]")
@@ -70,12 +72,14 @@ def judge(chain: AnswerChain, query: str, sources: list[Source], k: int, survey:
 
 
 def survey_answer(
-    chain: AnswerChain, answer: Answer, judged: Judged, plan: Plan, on_token: Callable[[str], None] | None
-) -> None:
+    chain: AnswerChain, answer: Answer, judged: Judged, plan: Plan
+) -> tuple[Callable[[Callable[[str], None] | None], Draft], Callable[[Draft], None]] | None:
     """The papers that meet the question, one verified line each, under the count and group names; the ones
-    near the cut-off listed apart; any the generator did not describe named at the end."""
+    near the cut-off listed apart; any the generator did not describe named at the end. Returns the generator
+    call for the lines and what puts its draft into the answer (the chain makes the call between the two);
+    None when no paper clearly meets the question, and the answer is a near miss."""
     from rag_assistant.answer.extractive import key_sentence
-    from rag_assistant.answer.survey import assemble, select
+    from rag_assistant.answer.survey import select
 
     s = chain.settings
     survey = select(
@@ -84,18 +88,22 @@ def survey_answer(
     )  # fmt: skip
     if not survey.papers:  # candidates near the cut-off at best: none clearly does what was asked
         near_miss_answer(chain, answer, judged)
-        return
+        return None
     by_id = judged.by_id()
     survey.notes = {p: key_sentence(judged.question, by_id[p]) or "" for p in survey.possible}
     answer.survey = survey.as_dict()
     listed = [by_id[p] for p in survey.papers + survey.possible]
     answer.sources = [replace(v.source, rank=i).as_dict() for i, v in enumerate(listed, start=1)]
     chosen = [by_id[p] for p in survey.papers]
+    return partial(chain.generator.survey, judged.question, chosen), partial(_use_survey, chain, answer, survey, by_id)
+
+
+def _use_survey(chain: AnswerChain, answer: Answer, survey: Survey, by_id: dict[str, PaperView], draft: Draft) -> None:
+    """The survey's lines verified, every matching paper described or named, assembled under the count."""
+    from rag_assistant.answer.survey import assemble
+
     t = time.perf_counter()
-    draft = chain.generator.survey(judged.question, chosen, on_token=on_token)
-    chain.take_draft(answer, draft, t)
-    t = time.perf_counter()
-    chain.verify(answer, draft, [v.source.paper for v in chosen])
+    chain.verify(answer, draft, [by_id[p].source.paper for p in survey.papers])
     left_out = [p for p in survey.papers if p not in answer.citations]
     extra = []
     if left_out:  # every listed paper is cited or named as left out, never silently dropped

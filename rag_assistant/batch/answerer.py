@@ -4,17 +4,18 @@ the stop after STOP_AFTER systemic failures of one kind in a row.
 Threads: in llm mode `concurrency` questions are in flight at once, all through one AnswerChain. The
 chain's CPU work (retrieval, embedding, citation checks, the provenance log) is not safe to share across
 threads -- the embedder's cache, the lazily built keyword index and the HF tokenizer ("Already borrowed")
-are not -- and would not run faster in parallel anyway, so it runs under one lock that only the LLM
-request releases. The LLM client builds one `openai` client (one httpx pool, thread-safe) for all of them."""
+are not -- and would not run faster in parallel anyway, so the chain's `prepare` and `finish` phases run under
+one lock, and only its `generate` phase in llm mode (the request to the model) runs outside it. The LLM client
+builds one `openai` client (one httpx pool, thread-safe) for all of them."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.answer.models import Answer
 from rag_assistant.batch.inputs import InputRow
 from rag_assistant.batch.journal import make_record
 from rag_assistant.config import Settings
@@ -29,8 +30,7 @@ from rag_assistant.errors import (
 )
 
 if TYPE_CHECKING:
-    from rag_assistant.answer.chain import Generator
-    from rag_assistant.retrieve import Source
+    from rag_assistant.answer.chain import Job
 
 # Errors that would fail every question alike (no index, bad settings, broken prompt): stop the batch
 # instead of writing the same failure thousands of times. LLM errors stay per question, except that
@@ -39,36 +39,16 @@ FATAL = (IndexStoreError, ConfigError, PromptError, BatchStoppedError)
 
 
 class Chain(Protocol):
-    """What the batch needs of an AnswerChain (tests pass a stub)."""
+    """What the batch needs of an AnswerChain, phase by phase (tests pass a stub)."""
 
     @property
     def mode(self) -> str: ...
 
-    def ask(self, question: str, k: int | None = None, *, kind: str = "ask", session: str | None = None) -> Answer: ...
+    def prepare(self, question: str, k: int | None = None) -> Job: ...
 
+    def generate(self, job: Job) -> None: ...
 
-class _UnlockedGenerator:
-    """Wraps the LLM generator so the request runs outside the chain lock its caller holds."""
-
-    def __init__(self, inner: Generator, lock: threading.Lock) -> None:
-        self.inner = inner
-        self.lock = lock
-        self.mode = inner.mode
-        self.model = inner.model
-
-    def answer(self, question: str, sources: list[Source], on_token: Callable[[str], None] | None = None) -> Draft:
-        self.lock.release()
-        try:
-            return self.inner.answer(question, sources, on_token)
-        finally:
-            self.lock.acquire()
-
-    def survey(self, question: Any, papers: list[Any], on_token: Callable[[str], None] | None = None) -> Draft:  # noqa: ANN401
-        self.lock.release()
-        try:
-            return self.inner.survey(question, papers, on_token)
-        finally:
-            self.lock.acquire()
+    def finish(self, job: Job, kind: str = "ask", session: str | None = None) -> Answer: ...
 
 
 class Answerer:
@@ -83,14 +63,9 @@ class Answerer:
         self.secrets = secrets_of(settings)
         self.streak: list[str] = []  # reasons of the systemic failures since the last success
         if chain is None:
-            from rag_assistant.answer.chain import AnswerChain, make_generator
-            from rag_assistant.retrieve import Retriever
+            from rag_assistant.answer.chain import AnswerChain
 
-            retriever = Retriever(settings)
-            generator = make_generator(settings, retriever)
-            if generator.mode == "llm":
-                generator = _UnlockedGenerator(generator, self.lock)
-            chain = AnswerChain(settings, retriever, generator)
+            chain = AnswerChain(settings)
         self.chain = chain
 
     @property
@@ -110,7 +85,11 @@ class Answerer:
         try:
             with self.lock:
                 started = time.perf_counter()  # waiting for other questions' CPU work is not this one's time
-                answer = self.chain.ask(row.question, self.k, kind="batch", session=self.session)
+                job = self.chain.prepare(row.question, self.k)
+            with nullcontext() if self.mode == "llm" else self.lock:  # the extractive generator embeds: locked
+                self.chain.generate(job)
+            with self.lock:
+                answer = self.chain.finish(job, kind="batch", session=self.session)
             self._count(None)
         except FATAL:
             raise

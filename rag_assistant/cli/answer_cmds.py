@@ -7,7 +7,19 @@ from typing import Annotated
 import typer
 
 from rag_assistant.cli.common import err, out, print_json, settings_from
-from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
+from rag_assistant.cli.options import (
+    AuthorOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    ModeOpt,
+    TopicOpt,
+    TopKOpt,
+    WhereOpt,
+    YearOpt,
+    answer_settings,
+    apply_filters,
+)
+from rag_assistant.cli.safe import safe
 
 
 def ask(
@@ -19,15 +31,21 @@ def ask(
     llm_base_url: BaseUrlOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Answer record as JSON.")] = False,
     sources: Annotated[bool, typer.Option("--sources", help="Also list every retrieved paper.")] = False,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Answer a question with inline [paper_id] citations, each checked against the retrieved papers."""
     from rag_assistant.cli.warm import Warmup
 
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
-    warm = Warmup.for_answers(settings)  # loads the index and the model while the chain is imported
+    warm = Warmup(settings, render=True)  # loads the index and the model while the chain is imported
     from rag_assistant.cli.render import render_answer, stream_answer
 
     chain = warm.chain()
+    if restricted := apply_filters(chain.retriever, author, year, topic, where):
+        err().print(f"filtered: {safe(restricted)}")
     stream = not as_json and chain.mode == "llm" and out().is_terminal
     if stream:
         answer = stream_answer(out(), lambda on_token: chain.ask(question, on_token=on_token))

@@ -136,15 +136,3 @@ def main() -> None:
         sys.exit(130)
     except Exception as exc:  # only our own errors are turned into a line; bugs keep their traceback
         sys.exit(report_error(exc))
-    finally:
-        _spare_exit_collections()
-
-
-def _spare_exit_collections() -> None:
-    """The process ends after the command: move what it holds out of the garbage collector's reach, so the
-    interpreter's collections at exit no longer walk every object chromadb and onnxruntime made (~0.2 s of a
-    one-off command). Objects in cycles are then freed by the OS rather than finalized, as after a kill, which
-    the index survives by design (index/pending.py); everything a command writes is committed by now."""
-    import gc
-
-    gc.freeze()

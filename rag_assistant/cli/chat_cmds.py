@@ -40,7 +40,7 @@ def chat(
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     session = ChatSession(AnswerChain(settings))
     read = _reader(settings.data_dir)
-    out().print(f"rag-assistant chat · {safe(_mode(session))} · session {session.id} · /help for commands")
+    out().print(f"rag-assistant chat · {safe(_mode(session))} · session {session.memory.id} · /help for commands")
     while True:
         try:
             line = read().strip()
@@ -94,21 +94,22 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
 
     name, _, arg = line.partition(" ")
     arg = arg.strip()
+    memory = session.memory
     if name in ("/quit", "/exit", "/q"):
         return "quit"
     if name == "/help":
         out().print(safe(HELP))
     elif name == "/sources":
-        if session.last is None:
+        if memory.last is None:
             out().print("No answer yet.")
         else:
-            render_sources(out(), session.last)
-            session.sources_shown()
+            render_sources(out(), memory.last)
+            memory.sources_shown()
     elif name == "/papers":
-        if not session.papers:
+        if not memory.papers:
             out().print("No papers yet.")
-        cited = {c for t in session.turns for c in t.answer.citations}
-        for pid, paper in session.papers.items():
+        cited = {c for t in memory.turns for c in t.answer.citations}
+        for pid, paper in memory.papers.items():
             mark = "cited" if pid in cited else "retrieved"
             out().print(
                 f"  [bold]{tag(pid)}[/] [dim]{mark} · {safe(paper.source)} #{paper.position}[/] {safe(paper.label)}"
@@ -117,17 +118,18 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
         _show(session, arg.strip("[]"))
     elif name == "/reset":
         session.reset()
-        out().print(f"Conversation cleared (new session {session.id}).")
+        out().print(f"Conversation cleared (new session {session.memory.id}).")
     elif name == "/save":
         if not arg:
             out().print("usage: /save FILE")
         else:
+            from rag_assistant.chat import to_markdown
             from rag_assistant.files import write_private
 
             path = Path(arg).expanduser()
             try:
-                write_private(path, session.to_markdown())
-                out().print(f"Saved {len(session.turns)} turn(s) to {safe(str(path))}")
+                write_private(path, to_markdown(memory))
+                out().print(f"Saved {len(memory.turns)} turn(s) to {safe(str(path))}")
             except OSError as exc:
                 err().print(f"[red]error:[/] cannot write {safe(str(path))}: {safe(exc.strerror or str(exc))}")
     elif name == "/mode":
@@ -142,11 +144,11 @@ def _show(session: ChatSession, paper_id: str) -> None:
     if not paper_id:
         out().print("usage: /show ID")
         return
-    paper = session.papers.get(paper_id) or session.chain.retriever.papers([paper_id]).get(paper_id)
+    paper = session.memory.papers.get(paper_id) or session.chain.retriever.papers([paper_id]).get(paper_id)
     if paper is None:
         out().print(f"No paper {safe(paper_id)} in the index.")
         return
-    session.papers.setdefault(paper.paper_id, paper)
+    session.memory.papers.setdefault(paper.paper_id, paper)
     out().print(f"[bold]{tag(paper.paper_id)}[/] [dim]{safe(paper.source)} #{paper.position}[/]")
     if paper.title:
         out().print(f"[bold]{safe(paper.title)}[/]")

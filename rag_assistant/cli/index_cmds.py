@@ -5,14 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rag_assistant.cli.common import err, out, print_json, settings_from
+from rag_assistant.cli.options import AuthorOpt, TopicOpt, WhereOpt, YearOpt, apply_filters
 from rag_assistant.cli.progress import ProgressBar
 from rag_assistant.cli.safe import safe, tag
 from rag_assistant.text import plural
+
+if TYPE_CHECKING:
+    from rag_assistant.index.ingest import IngestReport
 
 
 def ingest(
@@ -68,8 +72,21 @@ def ingest(
             f"{f' ({reused} with a stored vector reused)' if reused else ''}, {report.chunks_deleted} deleted in "
             f"{report.seconds:.1f}s."
         )
+        _sentence_vectors_line(report)
     if result.loaded.errors:  # --skip-bad skipped some input: scripts can tell, --json or not
         raise typer.Exit(1)
+
+
+def _sentence_vectors_line(report: IngestReport) -> None:
+    """Say so when sentence vectors were computed beyond the new and changed papers' (a backfill, or a new
+    splitter version re-cutting stored papers), and how many stored rows still lined up and were kept."""
+    written = report.new + report.changed + report.resumed  # their sentence vectors come with their chunks
+    kept = report.sentence_papers_kept
+    if kept or report.sentence_papers > written:
+        out().print(
+            f"Sentence vectors computed for {plural(report.sentence_papers, 'paper')}"
+            + (f"; kept for {plural(kept, 'paper')} whose sentences did not change." if kept else ".")
+        )
 
 
 @contextmanager
@@ -98,16 +115,23 @@ def search(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, best first.")] = False,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Hybrid (dense + keyword) search, one result per paper."""
     from rag_assistant.answer.question import check_question
     from rag_assistant.cli.warm import Warmup
+    from rag_assistant.corpus.fields import byline
 
     settings = settings_from(ctx, top_k=k)
     query, notes = check_question(query, settings.max_question_chars)  # refused and cut as `ask` does
     for line in notes:
         err().print(f"[yellow]warning:[/] {safe(line)}")
     retriever = Warmup(settings).retriever()
+    if restricted := apply_filters(retriever, author, year, topic, where):
+        err().print(f"filtered: {safe(restricted)}")
     sources = retriever.search(query, settings.top_k)
     for line in retriever.search_warnings():
         err().print(f"[yellow]warning:[/] {safe(line)}")
@@ -120,7 +144,7 @@ def search(
         dense = f"{s.dense_score:.3f}" if s.dense_score is not None else "-"
         out().print(
             f"[bold]{s.rank}. {tag(s.paper_id)}[/] score {s.score:.4f} (cosine {dense})  "
-            f"[dim]{safe(s.paper.source)} #{s.paper.position}[/]"
+            f"[dim]{safe(byline(s.paper.metadata) or f'{s.paper.source} #{s.paper.position}')}[/]"
         )
         if s.paper.title:
             out().print(f"   {safe(s.paper.title)}")
@@ -158,11 +182,48 @@ def stats(
         elif key == "sources":
             for name, n in value.items():
                 out().print(f"  {safe(name)}: {plural(n, 'paper')}")
+        elif key == "fields":
+            shown = ", ".join(f"{name} ({n})" for name, n in value.items()) or "none (no paper metadata)"
+            out().print(f"fields (papers carrying each; filter with --author, --year, --topic, --where): {safe(shown)}")
         else:
             out().print(f"{key}: {safe(value)}")
+
+
+def papers(
+    ctx: typer.Context,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list with every field.")] = False,
+) -> None:
+    """The papers of the index with their title, first authors, topic and year; the filters pick which."""
+    from rag_assistant.corpus.fields import byline, normalise
+    from rag_assistant.errors import EmptyIndexError
+    from rag_assistant.index.filters import catalogue, describe, matches, parse_filters, resolve
+    from rag_assistant.index.reader import IndexReader
+
+    reader = IndexReader(settings_from(ctx))
+    if reader.empty():
+        raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
+    stored = sorted(reader.stored_papers(), key=lambda p: (p.source, p.position, p.paper_id))
+    filters = parse_filters(author or (), year, topic or (), where or ())
+    resolved = resolve(filters, catalogue(stored)) if filters else []
+    chosen = [p for p in stored if matches(p, resolved)]
+    if resolved:
+        err().print(f"filtered: {safe(describe(resolved))}")
+    if as_json:
+        rows = [{"paper_id": p.paper_id, "title": p.title, "source": p.source, "position": p.position} for p in chosen]
+        print_json([{**row, "fields": normalise(p.metadata)} for row, p in zip(rows, chosen, strict=True)])
+        return
+    for p in chosen:
+        shown = byline(p.metadata) or f"{p.source} #{p.position}"
+        out().print(f"[bold]{tag(p.paper_id)}[/] {safe(p.label)} [dim]{safe(shown)}[/]")
+    err().print(plural(len(chosen), "paper"))
 
 
 def register(app: typer.Typer) -> None:
     app.command()(ingest)
     app.command()(search)
     app.command()(stats)
+    app.command()(papers)

@@ -46,3 +46,35 @@ def answer_settings(
 ) -> Settings:
     """Settings from the global options plus the answer block (None: not given on the command line)."""
     return settings_from(ctx, top_k=k, mode=mode, llm_model=llm_model, llm_base_url=llm_base_url)
+
+
+AuthorOpt = Annotated[
+    list[str] | None,
+    unset_option("--author", metavar="NAME", help="Only papers by this author (repeat: any of them)."),
+]
+YearOpt = Annotated[
+    str | None, unset_option("--year", metavar="YEARS", help="Only papers of these years: 2024, 2023-2025, 2023-.")
+]
+TopicOpt = Annotated[
+    list[str] | None,
+    unset_option("--topic", metavar="TEXT", help="Only papers whose topic (track) contains TEXT, in any case."),
+]
+WhereOpt = Annotated[
+    list[str] | None,
+    unset_option("--where", metavar="FIELD=VALUE", help="Only papers with this field value (repeatable)."),
+]
+
+
+def apply_filters(
+    retriever: Any,  # noqa: ANN401 - a Retriever (imported late: --help stays fast)
+    author: list[str] | None,
+    year: str | None,
+    topic: list[str] | None,
+    where: list[str] | None,
+) -> str:
+    """Restrict the retriever's searches to the papers the filter options select, applied before ranking; what
+    they were restricted to, for the reader ("" when no filter was given)."""
+    from rag_assistant.index.filters import describe, parse_filters
+
+    filters = parse_filters(author or (), year, topic or (), where or ())
+    return describe(retriever.restrict(filters)) if filters else ""

@@ -33,7 +33,7 @@ def render_answer(console: Console, answer: Answer, show_sources: bool = False) 
         console.print("\n[bold]References[/]")
         width = 160 if len(answer.references) <= 8 else 70  # a survey's long list stays scannable
         for ref in answer.references:
-            where = f"{ref.source} #{ref.position}"
+            where = ref.byline or f"{ref.source} #{ref.position}"
             label = f"{ref.title}. " if ref.title else ""
             text = label + ref.snippet
             text = text if len(text) <= width else text[:width].rstrip() + "..."

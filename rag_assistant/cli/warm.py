@@ -1,12 +1,11 @@
 """Start-up of the one-off commands (ask, search) overlapped: the store and the embedding model are loaded on
-background threads while the main thread imports the answer chain, and in llm mode a worker process imports
-the LLM client (answer/llm_worker.py) on the other core.
+background threads while the main thread imports the answer chain.
 
 A new process spends most of a one-off question loading things: chromadb and the store's first query, the
-ONNX session, the keyword index, and in llm mode the `openai` client. The ONNX session, Chroma's Rust core and
-file reads release the GIL, so loading them side by side shortens the wait; imports hold it, so the client's
-goes to another process. Nothing here changes what a command does: a load that fails on its thread is
-forgotten, and the command loads it again where it did before, raising the same error at the same point."""
+ONNX session, the keyword index. The ONNX session, Chroma's Rust core and file reads release the GIL, so
+loading them side by side shortens the wait. Nothing here changes what a command does: a load that fails on its
+thread is forgotten, and the command loads it again where it did before, raising the same error at the same
+point."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rag_assistant.answer.chain import AnswerChain
-    from rag_assistant.answer.llm_worker import LLMWorker
     from rag_assistant.config import Settings
     from rag_assistant.index.reader import IndexReader
     from rag_assistant.retrieve import Retriever
@@ -45,21 +43,11 @@ class _Job:
 class Warmup:
     """Loads started for `settings`; `retriever()` hands them over (or None where a load failed)."""
 
-    def __init__(self, settings: Settings, *, llm: bool = False, render: bool = False) -> None:
+    def __init__(self, settings: Settings, *, render: bool = False) -> None:
         self.settings = settings
-        self._worker: LLMWorker | None = None
-        if llm:  # first: the client's imports are the longest load of all
-            from rag_assistant.answer.llm_worker import LLMWorker
-
-            self._worker = LLMWorker.start()
         _shared_imports(render)
         self._reader = _Job(lambda: _open_reader(settings))
         self._embedder = _Job(lambda: _load_embedder(settings))
-
-    @classmethod
-    def for_answers(cls, settings: Settings) -> Warmup:
-        """Also starts the LLM worker when the answer will come from an LLM."""
-        return cls(settings, llm=settings.resolved_mode() == "llm" and settings.llm_configured, render=True)
 
     def retriever(self) -> Retriever:
         """A Retriever over what loaded; what did not load, it loads on first use as usual."""
@@ -69,11 +57,11 @@ class Warmup:
         return Retriever(self.settings, reader=reader, embedder=self._embedder.result())
 
     def chain(self) -> AnswerChain:
-        """The answer chain over what loaded; in llm mode its first request goes through the worker."""
+        """The answer chain over what loaded."""
         from rag_assistant.answer.chain import AnswerChain, make_generator
 
         retriever = self.retriever()
-        return AnswerChain(self.settings, retriever, make_generator(self.settings, retriever, self._worker))
+        return AnswerChain(self.settings, retriever, make_generator(self.settings, retriever))
 
 
 def _shared_imports(render: bool) -> None:

@@ -7,6 +7,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+# What the index derives from a paper's metadata (corpus/fields.py, stored as filterable fields): part of the
+# content hash of papers with metadata, so a re-ingest rewrites (and upgrades) those stored by an older version.
+FIELDS_VERSION = 1
+
 
 @dataclass(frozen=True)
 class Paper:
@@ -24,7 +28,8 @@ class Paper:
     @property
     def content_hash(self) -> str:
         """Changes whenever anything that is embedded or shown changes."""
-        payload = json.dumps([self.title, self.text, self.metadata], sort_keys=True, ensure_ascii=False)
+        parts: list[Any] = [self.title, self.text, self.metadata] + ([FIELDS_VERSION] if self.metadata else [])
+        payload = json.dumps(parts, sort_keys=True, ensure_ascii=False)
         return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:16]
 
     @property

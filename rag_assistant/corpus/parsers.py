@@ -118,7 +118,8 @@ def _pick(record: dict[str, Any], names: tuple[str, ...]) -> tuple[str | None, A
     lowered = {k.lower(): k for k in record}
     for name in names:
         if name in lowered:
-            return lowered[name], record[lowered[name]]
+            value = record[lowered[name]]  # OpenReview's API v2 wraps each field as {"value": ...}
+            return lowered[name], value["value"] if isinstance(value, dict) and set(value) == {"value"} else value
     return None, None
 
 

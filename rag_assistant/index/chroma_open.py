@@ -125,9 +125,7 @@ class ChromaEndpoint:
 def open_collection(path: Path | None, name: str, url: str | ChromaEndpoint | None, write: bool) -> tuple[Any, Any]:
     """(client, collection) of the embedded index in `path`, or of the server at `url`."""
     logging.getLogger("chromadb").setLevel(logging.ERROR)
-    from rag_assistant.index.chroma_import import import_chromadb
-
-    chromadb = import_chromadb()
+    import chromadb
     from chromadb.config import Settings as ChromaSettings
 
     settings = ChromaSettings(anonymized_telemetry=False)

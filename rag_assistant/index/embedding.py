@@ -86,7 +86,7 @@ class Embedder(BaseEmbedder):
         import numpy as np
 
         if not texts:
-            return np.zeros((0, 384), dtype=np.float32)
+            return np.zeros((0, self.dimension), dtype=np.float32)  # the model's, whatever it is
         model = self.model
         with self._lock:
             vectors = model.encode(

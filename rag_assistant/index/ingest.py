@@ -3,13 +3,15 @@ keyword index; also from files (`ingest_paths`). Idempotent and crash-safe: chun
 chunk records its paper's hash and chunk count, so a paper whose chunks are missing or mixed (a killed run) is
 redone, and upserts never duplicate. Papers are written whole, a step at a time, each with its sentence vectors
 first, so a rerun after a kill does only what was not stored. A paper stored in part (one larger than a step)
-stays hidden from search until then: each run registers itself as pending before writing (index/pending.py)."""
+stays hidden from search until then: each run registers itself as pending before writing (index/pending.py).
+A paper's record in the papers manifest (index/store.py) follows its last chunk, so an unchanged re-ingest
+reads the records, not the chunks."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,17 +23,18 @@ from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
-from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
 from rag_assistant.index.keyword_cache import sync_client_cache
+from rag_assistant.index.keyword_fields import keyword_doc, store_docs
 from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
 from rag_assistant.index.runlog import RunLog
 from rag_assistant.index.sentences import SentenceIngest, SentencePass
 from rag_assistant.index.state import check_model, index_chunking, keyword_dir, model_signature, store_revision
+from rag_assistant.index.steps import write_steps
 from rag_assistant.index.store import RUN_KEY, PaperState, StoredChunk, VectorStore, open_store, paper_to_metadata
 from rag_assistant.text import plural
 
 EMBED_BATCH = 256  # chunks embedded and written per step (whole papers): bounds memory and the work a kill loses
-SORT_WINDOW = 8192  # chunks whose papers are ordered by length together, so a step holds similar lengths
 
 Progress = Callable[[int, int], None]  # (chunks embedded and stored, chunks to embed)
 
@@ -48,6 +51,7 @@ class IngestReport:
     chunks_embedded: int = 0  # the rest reused the vector of an identical stored (or sibling) chunk text
     chunks_deleted: int = 0
     sentence_papers: int = 0  # papers whose sentence vectors were computed and stored (index/sentences.py)
+    sentence_papers_kept: int = 0  # papers whose stored vectors an older splitter cut still line up with them
     keyword_rebuilt: bool = False
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -79,6 +83,7 @@ class _Plan:
     todo: list[Paper]
     states: dict[str, PaperState]
     stale: dict[str, tuple[str, ...]]
+    unlisted: list[tuple[Paper, int]]  # unchanged papers the manifest lacks (an index from before it, a kill)
 
 
 def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = False) -> KeywordIndex:
@@ -86,7 +91,7 @@ def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = Fal
     index = KeywordIndex(keyword_dir(settings))
     revision = store_revision(store.get_info())
     if force or index.revision != revision:
-        index.build(store.iter_chunks(), revision)
+        index.build(store_docs(store), revision)
     return index
 
 
@@ -124,6 +129,7 @@ def ingest_papers(
     if warning:
         report.warnings.append(warning)
     plan = _plan(papers, store, report)
+    store.list_papers(plan.unlisted)
     s = settings
 
     def embedder() -> Any:  # noqa: ANN401 - a BaseEmbedder, or a test's stand-in
@@ -157,21 +163,21 @@ def _lazy_counter(model: str | None) -> Callable[[str], int]:
 def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Plan:
     """Compare the papers with what the store holds; counts new, changed and unchanged papers in `report`."""
     by_id = {p.paper_id: p for p in papers}
-    hashes = {p.paper_id: p.content_hash for p in papers}  # a property: computed once here
     # One query per source file finds almost every paper on a re-ingest; only the rest is looked up by id.
-    from_sources = store.source_states(sorted({p.source for p in papers}), hashes)
+    from_sources = store.source_states(sorted({p.source for p in papers}))
     states = {pid: st for pid, st in from_sources.items() if pid in by_id}
     missing = [pid for pid in by_id if pid not in states]
     if missing:
         states.update(store.paper_states(missing))
     _refuse_clashes(papers, states)
     todo: list[Paper] = []
+    unlisted: list[tuple[Paper, int]] = []
     for paper in papers:
         state = states.get(paper.paper_id)
         if state is None:
             report.new += 1
             todo.append(paper)
-        elif state.content_hash != hashes[paper.paper_id]:  # "" too: chunks of two versions (a killed rewrite)
+        elif state.content_hash != paper.content_hash:  # "" too: chunks of two versions (a killed rewrite)
             report.changed += 1
             todo.append(paper)
         elif not state.complete:
@@ -179,8 +185,10 @@ def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Pla
             todo.append(paper)
         else:
             report.unchanged += 1
+            if not state.listed:
+                unlisted.append((paper, len(state.chunk_ids)))
     stale = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
-    return _Plan(todo, states, stale)
+    return _Plan(todo, states, stale, unlisted)
 
 
 def _refuse_clashes(papers: list[Paper], states: dict[str, PaperState]) -> None:
@@ -209,7 +217,7 @@ def _finish_sentences(
     missing = sentences.missing(papers)  # their rows of an older digest (a changed splitter) go too
     sentences.delete([*plan.stale, *changed, *(p.paper_id for p in missing)], papers)
     sentences.backfill(missing, progress)
-    report.sentence_papers = sentences.written
+    report.sentence_papers, report.sentence_papers_kept = sentences.written, sentences.carried
 
 
 def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settings, report: IngestReport) -> None:
@@ -218,7 +226,7 @@ def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settin
     log = RunLog.open(store, settings, write=True)  # a shared server's run log; None on one machine
     report.keyword_rebuilt = KeywordIndex.stored_revision(keyword_dir(settings)) != revision  # e.g. a killed run
     if report.keyword_rebuilt and log is None:
-        KeywordIndex(keyword_dir(settings)).build(store.iter_chunks(), revision)
+        KeywordIndex(keyword_dir(settings)).build(store_docs(store), revision)
     if pending_runs(info):  # a killed run had written everything, or left papers of other files
         _settle(store, info, "", report, log)
     if report.keyword_rebuilt and log:  # only what other clients' or killed runs changed is read
@@ -250,22 +258,26 @@ def _write_changes(
     store.set_info(info)
     if log := RunLog.open(store, settings, write=True):  # a shared server's run log; None on one machine
         log.start(revision)
+    store.unlist_papers([*(p.paper_id for p in plan.todo if p.paper_id in plan.states), *plan.stale])
 
     count = token_counter(get_tokenizer(settings.embedding_model))
     papers = [(paper, chunk_paper(paper, count, *chunking)) for paper in plan.todo]
     chunks = [c for _, pieces in papers for c in pieces]
     known = store.embeddings_for([c.text for c in chunks])
     chunk_pass = sentences.chunk_pass(sentences.missing(plan.todo))
-    report.chunks_embedded = _embed_and_store(_steps(papers), chunk_pass, store, progress, known, revision)
+    new_ids = {c.chunk_id for c in chunks}
+    stored = {p.paper_id: plan.states[p.paper_id].chunk_ids for p in plan.todo if p.paper_id in plan.states}
+    surplus = {pid: [c for c in cids if c not in new_ids] for pid, cids in stored.items()}
+    shedding = {pid for pid, cids in surplus.items() if cids}  # listed only once their surplus chunks are gone
+    steps = write_steps(papers, EMBED_BATCH)
+    report.chunks_embedded = _embed_and_store(steps, chunk_pass, store, progress, known, revision, shedding)
     report.chunks_added = len(chunks)
 
-    new_ids = {c.chunk_id for c in chunks}
-    obsolete = [cid for p in plan.todo if p.paper_id in plan.states for cid in plan.states[p.paper_id].chunk_ids]
-    obsolete = [cid for cid in obsolete if cid not in new_ids]
-    obsolete += [cid for cids in plan.stale.values() for cid in cids]
-    if log is not None and obsolete:
+    obsolete = [cid for cids in [*surplus.values(), *plan.stale.values()] for cid in cids]
+    if log and obsolete:
         log.deleting(revision, obsolete)
     delete_by_paper(store, obsolete)
+    store.list_papers([(p, len(pieces)) for p, pieces in papers if p.paper_id in shedding])
     report.chunks_deleted = len(obsolete)
     report.removed = len(plan.stale)
 
@@ -274,12 +286,13 @@ def _write_changes(
         _settle(store, store.get_info(), revision, report, log)
         sync_client_cache(store, settings, log)
     else:  # settled last (a kill leaves the run pending), on the store's info as it is now, not the one it read
-        settled = _update_keyword(store, settings, [(c.chunk_id, c.text) for c in chunks], obsolete, before, revision)
+        docs = [keyword_doc(c.chunk_id, c.text, paper) for paper, pieces in papers for c in pieces]
+        settled = _update_keyword(store, settings, docs, obsolete, before, revision)
         _settle(store, {**store.get_info(), "revision": settled}, revision, report, None)
 
 
 def _update_keyword(
-    store: VectorStore, settings: Settings, added: list[tuple[str, str]], obsolete: list[str], before: str, run: str
+    store: VectorStore, settings: Settings, added: list[KeywordDoc], obsolete: list[str], before: str, run: str
 ) -> str:
     """Bring the keyword index up to date; returns the revision the store settles at. Another client that started
     writing since this run did (the store's revision is not its own) is not in the update: rebuilt from the store
@@ -287,12 +300,11 @@ def _update_keyword(
     keyword = KeywordIndex(keyword_dir(settings))
     if store_revision(store.get_info()) != run:
         revision = uuid.uuid4().hex
-        keyword.build(store.iter_chunks(), revision)
+        keyword.build(store_docs(store), revision)
         return revision
-    if keyword.can_update(before):  # in step with the store before this run
-        keyword.update(added, obsolete, run)
-    else:
-        keyword.build(store.iter_chunks(), run)
+    # updated when in step with the store before this run, unless too much of it would be removed chunks
+    if not (keyword.can_update(before) and keyword.update(added, obsolete, run)):
+        keyword.build(store_docs(store), run)
     return run
 
 
@@ -308,39 +320,6 @@ def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: Ing
         )
 
 
-def _steps(papers: list[tuple[Paper, list[Chunk]]]) -> list[list[tuple[Paper, Chunk, int]]]:
-    """(paper, chunk, the paper's number of chunks) in write steps of at most EMBED_BATCH chunks that hold whole
-    papers, each paper's chunks in order (only a paper larger than a step is split, over consecutive steps).
-
-    Within windows of SORT_WINDOW chunks, papers go by the length of their shortest chunk: most of the others
-    are full windows, so a step's chunks fall into few length groups and the encoder's batches (sorted by length
-    within the step) carry little padding. On the ICML file: 15.4% padding tokens, 16.4% when every chunk was
-    sorted by length regardless of its paper, 17.4% with papers in file order."""
-    windows: list[list[tuple[Paper, list[Chunk]]]] = [[]]
-    size = 0
-    for paper, pieces in papers:
-        if size >= SORT_WINDOW:
-            windows.append([])
-            size = 0
-        windows[-1].append((paper, pieces))
-        size += len(pieces)
-    steps: list[list[tuple[Paper, Chunk, int]]] = []
-    current: list[tuple[Paper, Chunk, int]] = []
-    for window in windows:
-        for paper, pieces in sorted(window, key=lambda item: min((len(c.text) for c in item[1]), default=0)):
-            items = [(paper, c, len(pieces)) for c in pieces]
-            if len(current) + len(items) > EMBED_BATCH >= len(items):  # a paper that fits a step is not split
-                steps.append(current)
-                current = []
-            current += items
-            while len(current) > EMBED_BATCH:  # a paper larger than a step fills this one and the next ones
-                steps.append(current[:EMBED_BATCH])
-                current = current[EMBED_BATCH:]
-    if current:
-        steps.append(current)
-    return steps
-
-
 def _embed_and_store(
     steps: list[list[tuple[Paper, Chunk, int]]],
     chunk_pass: SentencePass,
@@ -348,6 +327,7 @@ def _embed_and_store(
     progress: Progress | None,
     known: dict[str, list[float]],
     run: str,
+    unlisted: Collection[str] = (),
 ) -> int:
     """Embed and write step by step, each step's chunks stored while the next step is embedded (the model keeps
     both cores busy while Chroma writes on one background thread); returns how many chunk texts got a new
@@ -355,7 +335,9 @@ def _embed_and_store(
 
     Before a step's chunks are written, the sentence vectors of the papers it completes are: a stored paper has
     them, and a kill loses at most the step in flight. Only a paper larger than a step can be stored in part:
-    its chunks carry the pending `run`, so it stays hidden until an ingest completes it."""
+    its chunks carry the pending `run`, so it stays hidden until an ingest completes it. Each paper completed
+    is listed in the papers manifest after its last chunk is written, but those in `unlisted` (the caller lists
+    them once their surplus chunks are deleted)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     done = embedded = 0
@@ -380,10 +362,18 @@ def _embed_and_store(
                 StoredChunk(c.chunk_id, p.paper_id, c.text, {**paper_to_metadata(p, c.index, n), RUN_KEY: run})
                 for p, c, n in step
             ]
+            whole = [(p, n) for p, c, n in step if c.index == n - 1 and p.paper_id not in unlisted]  # completed
             wait_for_write()
-            pending = writer.submit(store.add, stored, vectors), len(step)
+            pending = writer.submit(_store_step, store, stored, vectors, whole), len(step)
         wait_for_write()
     return embedded
+
+
+def _store_step(
+    store: VectorStore, chunks: list[StoredChunk], vectors: list[list[float]], whole: list[tuple[Paper, int]]
+) -> None:
+    store.add(chunks, vectors)
+    store.list_papers(whole)  # after their last chunks: a record never claims more than the store holds
 
 
 def _encode_step(

@@ -1,81 +1,57 @@
-"""BM25 keyword index over chunks, persisted beside Chroma and tied to the store's revision. Written only by ingest
-(`build`, `update`); the read face loads it, or builds one in memory when it is stale.
+"""BM25 keyword index over chunks on tantivy (Python bindings of a Lucene-class engine), persisted beside Chroma
+and tied to the store's revision. Written only by ingest (`build`, `update`); the read face opens it, or builds
+one in memory when it is stale, and never writes (on read-only storage, where tantivy cannot take its lock
+file, it searches a private copy).
 
-The index is a list of segments (index/keyword_segments.py) plus corpus-wide statistics (vocabulary, document
-frequencies, live chunks, total length) kept in step by every update. An update tokenizes only its chunks,
-writes them as a new segment, marks replaced and removed chunks dead in a new mask of their segment, and merges
-small segments (size-tiered, never past SEGMENT_MAX chunks), so its cost grows with what changed, not with the
-index. Scores are bm25s's ('lucene' BM25) over the live chunks, computed at query time with numpy; the
-tokenizer reproduces bm25s.tokenize (its English stop words, PyStemmer), so neither search nor ingest imports
-bm25s (numba, scipy: ~1.5 s). A write adds new files, then swaps meta.json in one rename, then deletes what no
-longer belongs: a kill leaves the previous state whole."""
+One document per chunk (index/keyword_fields.py): its text (which starts with the paper's title, if any), the
+paper's title and authors as fields of their own, its paper id, and the paper's metadata as filterable values.
+A title word scores a boosted title match on top of its text match. Authors are kept as whole names (lower
+case, accents folded, initials dropped: "Yann N. Dauphin" -> "yann dauphin") matching runs of 2-4 words of the
+question, scored by the rarity of the full name (its IDF) whatever the number of co-authors: "Papers by Yi
+Wang" finds Yi Wang's papers although "wang" is in thousands of author lists, and a surname that is also a word
+("Long", "Song") does not lift its papers in every question using the word. Excluded papers and filters
+(`FieldFilter`) apply before ranking. Scores are tantivy's BM25 (Lucene's: k1 1.2, b 0.75; bm25s's k1 1.5
+before) over chunks.
+
+Segments, merges and atomic commits are tantivy's: a killed write leaves the last commit whole. The store
+revision an index reflects is written beside it after each commit, so a kill in between reads as stale (the
+next ingest rebuilds it). Removed chunks count in tantivy's statistics until a merge drops them, so an update
+that would leave more than REBUILD_SHARE of the index removed is refused and ingest rebuilds instead."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-import re
 import shutil
-import uuid
-from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+import tempfile
+from collections.abc import Collection, Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
-from rag_assistant.files import private_dir, write_private
-from rag_assistant.index import keyword_segments as ks
+from rag_assistant.errors import IndexStoreError
+from rag_assistant.files import FILE_MODE, private_dir, write_private
+from rag_assistant.index.keyword_fields import (
+    FieldFilter,
+    KeywordDoc,
+    analyzers,
+    field_name,
+    name_key,
+    query_terms,
+    tokenize,
+)
+from rag_assistant.index.store import paper_of
 
-FORMAT = 2  # 1: one bm25s matrix (read as stale, so the next ingest rebuilds it)
-META = "meta.json"
-BATCH = 4_096  # chunks tokenized at a time (SEGMENT_MAX is a multiple): their words are Python strings
-_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default token_pattern
+__all__ = ["FieldFilter", "KeywordDoc", "KeywordIndex", "KeywordSearch", "query_terms", "tokenize"]
 
-
-@lru_cache(maxsize=1)
-def _stopwords() -> frozenset[str]:
-    """bm25s's English stop words, read from its data module without importing bm25s itself."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("bm25s")
-    if spec is None or spec.origin is None:  # pragma: no cover - bm25s is a dependency
-        raise ImportError("bm25s is not installed")
-    path = Path(spec.origin).with_name("stopwords.py")
-    module_spec = importlib.util.spec_from_file_location("_bm25s_stopwords", path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return frozenset(module.STOPWORDS_EN)
-
-
-def tokenize(texts: list[str]) -> list[list[str]]:
-    """What bm25s.tokenize(texts, stopwords="en", stemmer=english_stemmer(), return_ids=False) returns
-    (tests/test_keyword.py checks it on the corpus): lower case, words of 2+ characters, stop words out, stems."""
-    from rag_assistant.text import english_stemmer
-
-    stop, split = _stopwords(), _TOKEN.findall
-    docs = [[w for w in split(text.lower()) if w not in stop] for text in texts]
-    stemmer = english_stemmer()
-    if stemmer is None:
-        return docs
-    words = list(dict.fromkeys(w for doc in docs for w in doc))
-    stems = dict(zip(words, stemmer.stemWords(words), strict=True))
-    return [[stems[w] for w in doc] for doc in docs]
-
-
-def query_terms(text: str) -> list[str]:
-    """BM25 tokens of a question without question words ('what', 'which', 'paper', ...) that bm25s's
-    English stop-word list keeps: they match every abstract and only add noise."""
-    return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
-
-
-@lru_cache(maxsize=1)
-def _question_stopwords() -> frozenset[str]:
-    from rag_assistant.text import STOPWORDS
-
-    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
+FORMAT = 3  # 2: numpy segments, 1: one bm25s matrix; both read as stale, so the next ingest rebuilds them
+STATE = "rag-assistant.json"  # {"format", "revision"} (tantivy's own files include a meta.json)
+TITLE_BOOST = 1.0  # on top of the text field's match (chunks start with the title): a title word counts ~twice
+AUTHOR_BOOST = 5.0  # times the name's IDF: 1 -> recall@10 0.54, 3 -> 1.0, 5 -> 1.0 and MRR 1.0 (docs/benchmarks.md)
+REBUILD_SHARE = 0.1  # removed chunks still in the statistics, as a share of the live ones, that an update allows
+WRITER_HEAP = 128_000_000  # bytes buffered before tantivy writes a segment
+_ALL = ("all", "chunk")  # a term every document holds: its document frequency counts removed ones too
 
 
 class KeywordSearch(Protocol):
@@ -83,144 +59,140 @@ class KeywordSearch(Protocol):
 
     revision: str | None
 
-    def query(self, text: str, n: int, exclude: Collection[str] = ()) -> list[tuple[str, float]]: ...
+    def query(
+        self, text: str, n: int, exclude: Collection[str] = (), where: Sequence[FieldFilter] = ()
+    ) -> list[tuple[str, float]]: ...
 
     def idf(self, tokens: list[str]) -> dict[str, float]: ...
 
 
-@dataclass
-class _Corpus:
-    """The segments and the statistics BM25 needs over their live chunks."""
+@lru_cache(maxsize=1)
+def _schema() -> Any:  # noqa: ANN401 - tantivy.Schema
+    import tantivy
 
-    vocab: dict[str, int] = field(default_factory=dict)
-    df: Any = None  # int64 [vocab]: live chunks holding each term
-    chunks: int = 0
-    total_len: int = 0
-    segments: list[ks.Segment] = field(default_factory=list)
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("chunk_id", stored=True, tokenizer_name="raw", index_option="basic")
+    b.add_text_field("paper_id", tokenizer_name="raw", index_option="basic")
+    b.add_text_field(_ALL[0], tokenizer_name="raw", index_option="basic")
+    b.add_text_field("text", tokenizer_name="en", index_option="freq")
+    b.add_text_field("title", tokenizer_name="en", index_option="freq")
+    b.add_text_field("authors", tokenizer_name="raw", index_option="basic")  # whole names (name_key)
+    b.add_json_field("meta", tokenizer_name="raw", index_option="basic")
+    b.add_integer_field("year", indexed=True, fast=True)  # ranges (tantivy's on JSON values can panic)
+    return b.build()
 
-    def grow(self) -> None:
-        import numpy as np
 
-        if self.df is None or len(self.df) < len(self.vocab):
-            df = np.zeros(len(self.vocab), dtype=np.int64)
-            if self.df is not None:
-                df[: len(self.df)] = self.df
-            self.df = df
+def _ready(index: Any) -> tuple[Any, Any]:  # noqa: ANN401 - tantivy.Index
+    """(index, searcher) with our analyzers registered; the searcher sees the commit it opened, never a later one."""
+    for name, analyzer in analyzers().items():
+        index.register_tokenizer(name, analyzer)
+    index.config_reader(reload_policy="Manual")
+    return index, index.searcher()
 
-    def add(self, pairs: Iterable[tuple[str, str]], keep: Callable[[ks.Segment], ks.Segment] | None = None) -> None:
-        """Tokenize (chunk_id, text) pairs, BATCH at a time, into new segments of at most SEGMENT_MAX chunks;
-        `keep` turns each into what the corpus holds (build: the saved segment, memory-mapped)."""
-        ids: list[str] = []
-        parts: list[tuple[Any, Any, Any, Any]] = []
-        for batch in _batches(pairs, BATCH):
-            parts.append(self._rows(batch))
-            ids += [cid for cid, _ in batch]
-            if len(ids) >= ks.SEGMENT_MAX:
-                self._segment(ids, parts, keep)
-                ids, parts = [], []
-        if ids:
-            self._segment(ids, parts, keep)
 
-    def _segment(
-        self, ids: list[str], parts: list[tuple[Any, Any, Any, Any]], keep: Callable[[ks.Segment], ks.Segment] | None
-    ) -> None:
-        import numpy as np
+def _open(directory: Path) -> tuple[Any, Any]:
+    import tantivy
 
-        counts = np.concatenate([np.diff(p[1]) for p in parts])
-        row_ptr = np.zeros(len(ids) + 1, dtype=np.int64)
-        np.cumsum(counts, out=row_ptr[1:])
-        dl, terms, tf = (np.concatenate([p[i] for p in parts]) for i in (0, 2, 3))
-        seg = ks.make_segment(ids, dl, row_ptr, terms, tf, len(self.vocab))
-        self.segments.append(keep(seg) if keep else seg)
+    if os.access(directory, os.W_OK):
+        return _ready(tantivy.Index.open(str(directory)))
+    # tantivy opens a lock file for writing to open an index: on read-only storage, search a private copy
+    # (its files are memory-mapped once open, so the copy is deleted at once).
+    copy = Path(tempfile.mkdtemp(prefix="rag-assistant-keyword-"))
+    try:
+        for path in directory.iterdir():
+            if path.is_file():
+                shutil.copyfile(path, copy / path.name)
+        return _ready(tantivy.Index.open(str(copy)))
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
 
-    def _rows(self, pairs: Sequence[tuple[str, str]]) -> tuple[Any, Any, Any, Any]:
-        """(lengths, row_ptr, terms, tf) of a batch, counted into the statistics."""
-        import numpy as np
 
-        docs = tokenize([text for _, text in pairs])
-        vocab = self.vocab
-        lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
-        flat = np.fromiter((vocab.setdefault(t, len(vocab)) for d in docs for t in d), np.int64, int(lengths.sum()))
-        row_ptr, terms, tf = ks.rows_from_tokens(lengths, flat)
-        self.grow()
-        self.df += np.bincount(terms, minlength=len(self.df))
-        self.chunks += len(docs)
-        self.total_len += int(lengths.sum())
-        return lengths, row_ptr, terms, tf
+def _document(doc: KeywordDoc) -> Any:  # noqa: ANN401 - tantivy.Document
+    import tantivy
 
-    def remove(self, gone: set[str]) -> None:
-        """Mark these chunk ids dead wherever they live, taking them out of the statistics."""
-        import numpy as np
+    out = tantivy.Document(chunk_id=doc.chunk_id, paper_id=paper_of(doc.chunk_id), text=doc.text)
+    out.add_text(_ALL[0], _ALL[1])
+    if doc.title:
+        out.add_text("title", doc.title)
+    for key in filter(None, map(name_key, doc.authors)):
+        out.add_text("authors", key)
+    if doc.values:
+        out.add_json("meta", dict(doc.values))
+    year = doc.values.get("year")
+    if isinstance(year, int) and not isinstance(year, bool):
+        out.add_integer("year", year)
+    return out
 
-        for seg in self.segments if gone else ():
-            rows = [i for i, cid in enumerate(seg.ids) if cid in gone]
-            rows = [i for i in rows if not seg.dead[i]]
-            if not rows:
-                continue
-            terms, _ = seg.row_terms(rows)
-            self.df -= np.bincount(terms, minlength=len(self.df))
-            self.chunks -= len(rows)
-            self.total_len -= int(seg.dl[rows].sum())
-            seg.dead = np.array(seg.dead, dtype=bool)
-            seg.dead[rows] = True
-            seg.dead_file = None  # to be saved
 
-    def live_ids(self) -> list[str]:
-        return [cid for seg in self.segments for cid, dead in zip(seg.ids, seg.dead.tolist(), strict=True) if not dead]
+def _write(index: Any, docs: Iterable[KeywordDoc], removed: Sequence[str]) -> int:  # noqa: ANN401
+    """Delete `removed` chunk ids, add `docs` (deleted first, so a replaced chunk's new version stays), commit
+    (atomic: a kill leaves the last commit) and wait for the merges it started. One thread: chunks stay in the
+    order given, which breaks ties between equal scores."""
+    try:
+        writer = index.writer(WRITER_HEAP, 1)
+    except ValueError as e:  # its lock file is held
+        raise IndexStoreError(f"cannot write the keyword index: {e}", "is another ingest running?") from e
+    for chunk_id in removed:
+        writer.delete_documents_by_term("chunk_id", chunk_id)
+    count = 0
+    for doc in docs:
+        writer.add_document(_document(doc))
+        count += 1
+    writer.commit()
+    writer.wait_merging_threads()
+    return count
+
+
+def _files(directory: Path) -> set[tuple[str, int]]:
+    return {(e.name, e.inode()) for e in os.scandir(directory) if e.is_file()}
+
+
+def _seal(directory: Path, before: set[tuple[str, int]], revision: str) -> None:
+    """After a commit: make the files tantivy created private (it creates them by the umask; the folder is 0700
+    from the start), then record the revision the index now reflects."""
+    for name, _ in _files(directory) - before:
+        os.chmod(directory / name, FILE_MODE)
+    write_private(directory / (STATE + ".tmp"), json.dumps({"format": FORMAT, "revision": revision}))
+    os.replace(directory / (STATE + ".tmp"), directory / STATE)
 
 
 class KeywordIndex:
-    """The index in `directory`, loaded on creation (arrays memory-mapped); `revision` says which store state
-    it reflects (None: missing, damaged or of the older format, so stale)."""
+    """The index in `directory`, opened on creation; `revision` says which store state it reflects (None:
+    missing, damaged or of an older format, so stale)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.revision: str | None = None
-        self._corpus: _Corpus | None = None
-        self._papers: tuple[dict[str, int], Any] | None = None  # paper -> code, code of every row
-        for _ in range(2):  # a reader racing a writer's clean-up reads the new meta once more
+        self._index: Any = None
+        self._searcher: Any = None
+        for _ in range(2):  # a reader racing a writer's clean-up opens the new commit once more
             try:
-                self._corpus, self.revision = self._load(), self.stored_revision(directory)
+                revision = self.stored_revision(directory)  # read first: the commit opened is at least as new
+                if revision is not None:
+                    self._index, self._searcher = _open(directory)
+                self.revision = revision
                 return
-            except (OSError, ValueError, KeyError, TypeError):
-                self._corpus, self.revision = None, None
-
-    def _load(self) -> _Corpus | None:
-        import numpy as np
-
-        meta_file = self.directory / META
-        if not meta_file.is_file():
-            return None
-        meta = json.loads(meta_file.read_text())
-        if meta.get("format") != FORMAT:
-            return None
-        vocab = {token: i for i, token in enumerate(json.loads((self.directory / meta["vocab"]).read_text()))}
-        segments = [ks.load(self.directory, entry) for entry in meta["segments"]]
-        df = np.load(self.directory / meta["df"])
-        return _Corpus(vocab, df, int(meta["chunks"]), int(meta["total_len"]), segments)
+            except (OSError, ValueError):
+                self._index = self._searcher = self.revision = None
 
     @staticmethod
     def stored_revision(directory: Path) -> str | None:
-        """The revision of the index in `directory` without loading it (a no-op ingest needs only this)."""
+        """The revision of the index in `directory` without opening it (a no-op ingest needs only this)."""
         try:
-            meta = json.loads((directory / META).read_text())
-            return str(meta["revision"]) if meta.get("format") == FORMAT else None
+            state = json.loads((directory / STATE).read_text())
+            return str(state["revision"]) if state.get("format") == FORMAT else None
         except (OSError, ValueError, KeyError, AttributeError):
             return None
 
-    def build(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
-        """Rebuild from (chunk_id, text) pairs and persist atomically (write aside, then rename)."""
+    def build(self, docs: Iterable[KeywordDoc], revision: str) -> int:
+        """Rebuild from `docs` and persist atomically (written aside, then renamed into place)."""
+        import tantivy
+
         tmp = self.directory.with_name(self.directory.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         private_dir(tmp)
-        corpus = _Corpus()
-
-        def saved(seg: ks.Segment) -> ks.Segment:  # written at once, then read back memory-mapped
-            ks.save(seg, tmp)
-            return ks.load(tmp, ks.entry(seg))
-
-        corpus.add(chunks, saved)
-        self._commit(corpus, revision, tmp)
+        count = _write(_ready(tantivy.Index(_schema(), str(tmp)))[0], docs, ())
+        _seal(tmp, set(), revision)
         old = self.directory.with_name(self.directory.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if self.directory.exists():
@@ -228,144 +200,135 @@ class KeywordIndex:
         tmp.rename(self.directory)
         shutil.rmtree(old, ignore_errors=True)
         self.__init__(self.directory)  # type: ignore[misc]
-        return corpus.chunks
+        return count
 
-    def build_in_memory(self, chunks: Iterable[tuple[str, str]], revision: str) -> int:
-        """Rebuild from (chunk_id, text) pairs for this object only: nothing on disk changes (what the read
-        face does with a stale index). Scores are those `build` would persist."""
-        corpus = _Corpus()
-        corpus.add(chunks)
-        self._corpus, self.revision, self._papers = corpus, revision, None
-        return corpus.chunks
+    def build_in_memory(self, docs: Iterable[KeywordDoc], revision: str) -> int:
+        """Rebuild from `docs` for this object only: nothing on disk changes (what the read face does with a
+        stale index). Scores are those `build` would persist."""
+        import tantivy
+
+        index, _ = _ready(tantivy.Index(_schema()))
+        count = _write(index, docs, ())
+        index.reload()
+        self._index, self._searcher, self.revision = index, index.searcher(), revision
+        return count
 
     def can_update(self, revision: str) -> bool:
         """True when this index reflects store `revision` and is of the current format."""
-        return self.revision == revision and self._corpus is not None
+        return self.revision == revision and self._index is not None
 
-    def update(self, added: Sequence[tuple[str, str]], removed: Iterable[str], revision: str) -> int:
-        """Drop `removed` chunk ids, add or replace `added` (chunk_id, text) pairs; only those are tokenized.
-        Writes a segment for `added`, new deletion masks, merges small segments, then swaps the meta."""
-        corpus = self._corpus if self._corpus is not None else _Corpus()
-        corpus.grow()
-        corpus.remove(set(removed) | {cid for cid, _ in added})
-        corpus.add(list(added))
-        corpus.segments = ks.compact(corpus.segments, len(corpus.vocab))
-        self._commit(corpus, revision, self.directory)
-        self._corpus, self.revision, self._papers = corpus, revision, None
-        return corpus.chunks
+    def update(self, added: Sequence[KeywordDoc], removed: Iterable[str], revision: str) -> bool:
+        """Drop `removed` chunk ids, add or replace `added`; only those are analysed. False, with nothing
+        written, when the index would then hold more than REBUILD_SHARE removed chunks: rebuild it instead."""
+        if self._searcher is None:
+            return False
+        gone = sorted(set(removed) | {doc.chunk_id for doc in added})
+        live = self._searcher.num_docs
+        dead = self._total() - live + self._count_ids(gone)
+        if dead > REBUILD_SHARE * max(1, live + len(added) - self._count_ids(gone)):
+            return False
+        before = _files(self.directory)
+        _write(self._index, added, gone)
+        _seal(self.directory, before, revision)
+        self.__init__(self.directory)  # type: ignore[misc]
+        return True
 
-    def _commit(self, corpus: _Corpus, revision: str, directory: Path) -> None:
-        """Save what is new, swap the meta in one rename, then delete what the new meta does not name."""
+    def _total(self) -> int:
+        """Documents in the index, removed ones not merged away yet included (what BM25 counts)."""
+        return int(self._searcher.doc_freq(*_ALL))
 
-        corpus.grow()
-        for seg in corpus.segments:
-            if not seg.saved:
-                ks.save(seg, directory)
-            if seg.dead_file is None and seg.dead.any():
-                ks.save_dead(seg, directory)
-        tag = uuid.uuid4().hex[:12]
-        vocab_file, df_file = f"vocab-{tag}.json", f"df-{tag}.npy"
-        write_private(directory / vocab_file, json.dumps(sorted(corpus.vocab, key=corpus.vocab.__getitem__)))
-        ks.save_array(directory / df_file, corpus.df)
-        meta = {
-            "format": FORMAT,
-            "revision": revision,
-            "chunks": corpus.chunks,
-            "total_len": corpus.total_len,
-            "vocab": vocab_file,
-            "df": df_file,
-            "segments": [ks.entry(seg) for seg in corpus.segments],
-        }
-        write_private(directory / (META + ".tmp"), json.dumps(meta))
-        os.replace(directory / (META + ".tmp"), directory / META)
-        _clean(directory, meta)
+    def _count_ids(self, chunk_ids: Sequence[str]) -> int:
+        import tantivy
+
+        if not chunk_ids:
+            return 0
+        query = tantivy.Query.term_set_query(self._index.schema, "chunk_id", list(chunk_ids))
+        return int(self._searcher.search(query, 1, count=True).count)
 
     def chunk_ids(self) -> list[str]:
         """Every chunk id the index holds."""
-        return self._corpus.live_ids() if self._corpus is not None else []
+        import tantivy
+
+        s = self._searcher
+        if s is None or not s.num_docs:
+            return []
+        return [s.doc(addr)["chunk_id"][0] for _, addr in s.search(tantivy.Query.all_query(), s.num_docs).hits]
 
     def idf(self, tokens: list[str]) -> dict[str, float]:
         """BM25 (Lucene) inverse document frequency over chunks; a token the corpus never uses gets the
         highest value, since a question that hinges on it is probably not about this corpus."""
-        corpus = self._corpus
-        if corpus is None or not corpus.chunks:
+        n = self._total() if self._searcher is not None else 0
+        if not n:
             return {t: 1.0 for t in tokens}
-        n, vocab = corpus.chunks, corpus.vocab
-        out = {}
-        for t in tokens:
-            out[t] = _idf(n, int(corpus.df[vocab[t]]) if t in vocab else 0)
-        return out
+        return {t: _idf(n, int(self._searcher.doc_freq("text", t))) for t in tokens}
 
-    def query(self, text: str, n: int, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
-        """(chunk_id, bm25 score) best first; only chunks sharing at least one term and not of a paper in
-        `exclude` (masked before ranking, so excluded chunks never take a candidate's place)."""
-        import numpy as np
+    def query(
+        self, text: str, n: int, exclude: Collection[str] = (), where: Sequence[FieldFilter] = ()
+    ) -> list[tuple[str, float]]:
+        """(chunk_id, bm25 score) best first, at most n; only chunks sharing at least one term, not of a paper
+        in `exclude` and passing every filter in `where` (all applied before ranking, so they never take a
+        candidate's place). Equal scores keep index order."""
+        import tantivy
 
-        corpus = self._corpus
-        if corpus is None or not corpus.chunks or n <= 0:
+        scoring = self._scoring(text) if self._searcher is not None and n > 0 else None
+        if scoring is None:
             return []
-        counts = Counter(corpus.vocab[t] for t in query_terms(text) if t in corpus.vocab)
-        if not counts:
-            return []
-        weights = {tid: _idf(corpus.chunks, int(corpus.df[tid])) * c for tid, c in counts.items()}
-        scores = ks.score(corpus.segments, weights, corpus.total_len / corpus.chunks)
+        Q, occur = tantivy.Query, tantivy.Occur
+        clauses = [(occur.Must, scoring)]
         if exclude:
-            codes, rows = self._paper_codes()
-            scores[np.isin(rows, [codes[p] for p in exclude if p in codes])] = 0.0
-        best = np.flatnonzero(scores > 0)
-        if len(best) > n:  # the n best; chunks tied at the cut are taken in index order, so results are stable
-            cut = np.partition(scores[best], len(best) - n)[len(best) - n]
-            tied = best[scores[best] == cut]
-            best = np.concatenate([best[scores[best] > cut], tied[: n - int((scores[best] > cut).sum())]])
-        best = best[np.lexsort((best, -scores[best]))]
-        return [(self._id_of(int(row)), float(scores[row])) for row in best]
+            clauses.append((occur.MustNot, Q.term_set_query(self._index.schema, "paper_id", sorted(exclude))))
+        clauses += [(occur.Must, Q.const_score_query(self._filter(f), 0.0)) for f in where]
+        s = self._searcher
+        hits = s.search(Q.boolean_query(clauses) if len(clauses) > 1 else scoring, n, count=False).hits
+        return [(s.doc(addr)["chunk_id"][0], float(score)) for score, addr in hits]
 
-    def _id_of(self, row: int) -> str:
-        assert self._corpus is not None
-        for seg in self._corpus.segments:
-            if row < seg.n:
-                return seg.ids[row]
-            row -= seg.n
-        raise IndexError(row)
+    def _scoring(self, text: str) -> Any:  # noqa: ANN401 - tantivy.Query, or None: nothing to match
+        """Each question term in the text and (boosted) title fields; each run of 2-4 words that is an author's
+        whole name, at the name's IDF (a constant: the number of co-authors does not dilute it)."""
+        import tantivy
 
-    def _paper_codes(self) -> tuple[dict[str, int], Any]:
-        """(paper id -> code, the code of every row), made on the first query that excludes papers."""
-        import numpy as np
+        Q, should, schema = tantivy.Query, tantivy.Occur.Should, self._index.schema
+        terms = query_terms(text)
+        clauses = [(should, Q.term_query(schema, "text", t, "freq")) for t in terms]
+        clauses += [(should, Q.boost_query(Q.term_query(schema, "title", t, "freq"), TITLE_BOOST)) for t in terms]
+        words, n = analyzers()["names"].analyze(text), self._total()
+        runs = {" ".join(words[i : i + k]) for k in (2, 3, 4) for i in range(len(words) - k + 1)}
+        for key in sorted(runs):
+            df = int(self._searcher.doc_freq("authors", key))
+            if df:
+                weight = AUTHOR_BOOST * _idf(n, df)
+                clauses.append((should, Q.const_score_query(Q.term_query(schema, "authors", key), weight)))
+        return Q.boolean_query(clauses) if clauses else None
 
-        if self._papers is None:
-            assert self._corpus is not None
-            codes: dict[str, int] = {}
-            ids = (cid.rsplit("#", 1)[0] for seg in self._corpus.segments for cid in seg.ids)
-            rows = np.fromiter((codes.setdefault(p, len(codes)) for p in ids), dtype=np.int32)
-            self._papers = codes, rows
-        return self._papers
+    def _filter(self, f: FieldFilter) -> Any:  # noqa: ANN401 - tantivy.Query
+        import tantivy
+
+        path, schema = f"meta.{field_name(f.field)}", self._index.schema
+        if f.values and field_name(f.field) == "authors":
+            return tantivy.Query.term_set_query(schema, "authors", [name_key(str(v)) for v in f.values])
+        if f.values:
+            terms = [tantivy.Query.term_query(schema, path, v) for v in _typed(f.values)]
+            return tantivy.Query.boolean_query([(tantivy.Occur.Should, q) for q in terms])
+        if field_name(f.field) != "year" or (f.low is None and f.high is None):
+            raise ValueError(f"filter on {f.field}: give values, or a range of years")
+        low = None if f.low is None else math.ceil(f.low)
+        high = None if f.high is None else math.floor(f.high)
+        return tantivy.Query.range_query(schema, "year", tantivy.FieldType.Integer, low, high)
+
+
+def _typed(values: Sequence[Any]) -> list[Any]:
+    """Filter values as given, plus the number a string spells ("2024" also matches a year stored as 2024)."""
+    out = list(values)
+    for v in values:
+        if isinstance(v, str):
+            try:
+                number = float(v)
+            except ValueError:
+                continue
+            if math.isfinite(number):
+                out.append(int(number) if number.is_integer() else number)
+    return out
 
 
 def _idf(n: int, df: int) -> float:
     return math.log(1 + (n - df + 0.5) / (df + 0.5))
-
-
-def _batches(pairs: Iterable[tuple[str, str]], size: int) -> Iterable[list[tuple[str, str]]]:
-    batch: list[tuple[str, str]] = []
-    for pair in pairs:
-        batch.append(pair)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-def _clean(directory: Path, meta: dict[str, Any]) -> None:
-    """Delete the files and segments of earlier states (and of a killed write) that `meta` does not name."""
-    keep = {META, meta["vocab"], meta["df"]}
-    segments = {e["name"]: e.get("dead") for e in meta["segments"]}
-    for path in directory.iterdir():
-        if path.is_dir() and path.name in segments:
-            for old in path.glob("dead-*.npy"):
-                if old.name != segments[path.name]:
-                    old.unlink(missing_ok=True)
-        elif path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        elif path.name not in keep:
-            path.unlink(missing_ok=True)

@@ -23,10 +23,11 @@ from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.files import write_private
-from rag_assistant.index.keyword import KeywordIndex
+from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
+from rag_assistant.index.keyword_fields import keyword_doc, store_docs
 from rag_assistant.index.runlog import DONE, RunLog
 from rag_assistant.index.state import keyword_dir, store_revision
-from rag_assistant.index.store import StoreReader
+from rag_assistant.index.store import StoreReader, paper_of
 
 
 @dataclass
@@ -80,22 +81,17 @@ def sync(directory: Path, store: StoreReader, log: RunLog, revision: str) -> tup
     label = uuid.uuid4().hex if pending else revision
     done = [run for run, st in states.items() if st == DONE]
     usable = index.revision is not None and state.get("revision") == index.revision and state.get("log") == log.key
-    if not usable:
-        chunks = list(store.iter_chunks())
-        index.build(chunks, label)
-        report.chunks_read, report.rebuilt, applied = len(chunks), True, done
-    else:
-        applied = list(state.get("applied", []))
-        known = set(applied)
-        new = [run for run in states if run not in known]
-        if not new and index.revision == label:
-            return index, report
-        deleted = log.deleted(new)
-        fresh = log.chunks_of(new)
-        fresh.update(log.texts([cid for cid in deleted if cid not in fresh]))  # deleted, then written again
-        index.update(sorted(fresh.items()), [cid for cid in deleted if cid not in fresh], label)
-        report.chunks_read, report.runs_applied = len(fresh), len(new)
+    applied = list(state.get("applied", [])) if usable else []
+    known = set(applied)
+    new = [run for run in states if run not in known]
+    if usable and not new and index.revision == label:
+        return index, report
+    if usable and _apply(index, store, log, new, label, report):
         applied += [run for run in new if states[run] == DONE]
+    else:  # no usable cache (or too much of it would be removed chunks): every chunk, once
+        report.chunks_read = 0
+        index.build(_counted(store_docs(store), report), label)
+        report.rebuilt, report.runs_applied, applied = True, 0, done
     state = {"revision": label, "log": log.key, "applied": applied, "last_sync": report.as_dict()}
     write_private(state_file(directory), json.dumps(state))
     return index, report
@@ -107,3 +103,23 @@ def sync_client_cache(store: StoreReader, settings: Settings, log: RunLog) -> Sy
     directory = keyword_dir(settings)
     with locked(directory, wait=True):
         return sync(directory, store, log, store_revision(store.get_info()))[1]
+
+
+def _apply(
+    index: KeywordIndex, store: StoreReader, log: RunLog, runs: list[str], label: str, report: SyncReport
+) -> bool:
+    """Apply what `runs` changed: the chunks tagged with them now, and the current state of the ids they deleted
+    (a chunk deleted, then written again by another run, stays). False when the index asks for a rebuild."""
+    deleted = log.deleted(runs)
+    fresh = log.chunks_of(runs)
+    fresh.update(log.texts([cid for cid in deleted if cid not in fresh]))
+    papers = store.papers(sorted({paper_of(cid) for cid in fresh}))  # titles, authors, fields: first chunks
+    docs = [keyword_doc(cid, text, papers.get(paper_of(cid))) for cid, text in sorted(fresh.items())]
+    report.chunks_read, report.runs_applied = len(fresh), len(runs)
+    return index.update(docs, [cid for cid in deleted if cid not in fresh], label)
+
+
+def _counted(docs: Iterator[KeywordDoc], report: SyncReport) -> Iterator[KeywordDoc]:
+    for doc in docs:
+        report.chunks_read += 1
+        yield doc

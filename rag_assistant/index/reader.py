@@ -27,6 +27,7 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.embedder_base import BaseEmbedder
 from rag_assistant.index.keyword import KeywordIndex, KeywordSearch
+from rag_assistant.index.keyword_fields import store_docs
 from rag_assistant.index.pending import pending_runs, unfinished_papers
 from rag_assistant.index.sentences import SentenceReader
 from rag_assistant.index.state import check_model, keyword_dir, keyword_revision, recorded_chunking, store_revision
@@ -69,9 +70,12 @@ class IndexReader:
         self.reloads += 1
         return True
 
-    def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
-        """The `n` chunks nearest to `embedding`, papers in `exclude` left out before ranking."""
-        return self._store.query(embedding, n, exclude)
+    def query(
+        self, embedding: Sequence[float], n: int, exclude: Collection[str] = (), where: dict[str, Any] | None = None
+    ) -> list[ChunkHit]:
+        """The `n` chunks nearest to `embedding`, papers in `exclude` or not matching `where` left out before
+        ranking."""
+        return self._store.query(embedding, n, exclude, where)
 
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
         """The indexed papers among these ids, by id (unknown ids are left out)."""
@@ -95,6 +99,10 @@ class IndexReader:
             count = token_counter(get_tokenizer(s.embedding_model))
             self._sentences = SentenceReader(s, embedder, count, chunking)
         return self._sentences.vectors(papers)
+
+    def any_match(self, where: dict[str, Any]) -> bool:
+        """Whether some stored chunk's metadata matches `where` (a filter on paper fields)."""
+        return self._store.any_match(where)
 
     def count(self) -> int:
         """Number of chunks."""
@@ -147,7 +155,7 @@ class IndexReader:
             if index.revision != revision:
                 index = self._synced(revision) or index
             if index.revision is None or index.revision != revision and not self.synced:
-                index.build_in_memory(self._store.iter_chunks(), revision)
+                index.build_in_memory(store_docs(self._store), revision)
             self._keyword = index
         return self._keyword
 

@@ -3,8 +3,8 @@ vLLM, Ollama, llama.cpp's server with --embedding) through the `openai` client, 
 
 Owns the request loop: `batch_size` texts per request, input order kept (the response's `index` decides),
 blank texts never sent (servers reject them; they get a zero vector, similar to nothing), vectors
-L2-normalised for the cosine store. Retries (retries.py: backoff honouring Retry-After) on 429, 5xx,
-timeouts and dropped connections, none on other 4xx (key, model). Every
+L2-normalised for the cosine store. The client retries (retries.py: backoff honouring Retry-After) on 429,
+5xx, timeouts and dropped connections, none on other 4xx (key, model). Every
 failure becomes one EmbeddingError without the key or URL credentials. A server that returns one vector per
 token (llama-cpp-python's server with a model that has no pooling) gets its token vectors mean-pooled, and
 one text per request: its batched token outputs are not aligned with the inputs."""
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from rag_assistant.config import RemoteEmbedding
 from rag_assistant.errors import EmbeddingError
 from rag_assistant.index.embedder_base import BaseEmbedder
-from rag_assistant.retries import failure_kind, retryable_status, with_retries
+from rag_assistant.retries import Server, failure_kind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,21 +62,10 @@ class RemoteEmbedder(BaseEmbedder):
         self.signature = remote_signature(remote)
         self.url = shown_url(remote.base_url)
         self._secrets = _secrets(remote)
-        self._client: Any = None
+        key = remote.api_key or "not-needed"  # the client insists on one; local servers ignore it
+        self.server = Server(remote.base_url, key, remote.timeout, remote.max_retries)
         self._dimension: int | None = None
         self._one_by_one = False  # set once the server turns out to return token vectors
-
-    @property
-    def client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                from openai import OpenAI
-
-                key = self.remote.api_key or "not-needed"  # the client insists on one; local servers ignore it
-                self._client = OpenAI(
-                    base_url=self.remote.base_url, api_key=key, timeout=self.remote.timeout, max_retries=0
-                )
-        return self._client
 
     @property
     def where(self) -> str:
@@ -115,12 +104,12 @@ class RemoteEmbedder(BaseEmbedder):
         return vectors
 
     def _request(self, texts: list[str]) -> Any:
-        """The server's response for one batch, after bounded retries; EmbeddingError when it fails."""
+        """The server's response for one batch, retried by the client; EmbeddingError when it fails."""
 
         def call() -> Any:
-            return self.client.embeddings.create(model=self.remote.model, input=texts, encoding_format="float")
+            return self.server.client.embeddings.create(model=self.remote.model, input=texts, encoding_format="float")
 
-        return with_retries(call, self.remote.max_retries + 1, self._classify)
+        return self.server.call(call, self._classify)
 
     def _parse(self, response: Any, expected: int) -> tuple[list[np.ndarray], bool]:
         """The vectors in input order, and whether the server sent token vectors (mean-pooled here)."""
@@ -157,37 +146,35 @@ class RemoteEmbedder(BaseEmbedder):
             "check that it serves OpenAI-compatible /v1/embeddings for embedding_api_model",
         )
 
-    def _classify(self, exc: Exception) -> tuple[bool, EmbeddingError]:
-        """(retryable, the error to raise if not retried)."""
+    def _classify(self, exc: Exception) -> EmbeddingError:
+        """The error a failed request is reported as."""
         where = f"the embedding server at {self.url}"
         kind, code = failure_kind(exc)
         if kind == "timeout":
             hint = "raise RAG_ASSISTANT_EMBEDDING_TIMEOUT, lower RAG_ASSISTANT_EMBED_BATCH_SIZE or check the server"
-            return True, self._error(
-                "timeout", f"{where} did not answer within {self.remote.timeout:g}s per request", hint
-            )
+            return self._error("timeout", f"{where} did not answer within {self.remote.timeout:g}s per request", hint)
         if kind == "dropped":
-            return True, self._error("dropped", f"{where} closed the connection", "check the server's logs, then retry")
+            return self._error("dropped", f"{where} closed the connection", "check the server's logs, then retry")
         if kind == "connect":
             hint = "start the server, or fix embedding_base_url (RAG_ASSISTANT_EMBEDDING_BASE_URL)"
-            return True, self._error("connect", f"cannot connect to {where}", hint)
+            return self._error("connect", f"cannot connect to {where}", hint)
         if code is not None:
             return self._classify_status(code, where)
-        return False, self._error("other", f"embedding failed: {type(exc).__name__}: {str(exc)[:200]}", "retry")
+        return self._error("other", f"embedding failed: {type(exc).__name__}: {str(exc)[:200]}", "retry")
 
-    def _classify_status(self, code: int, where: str) -> tuple[bool, EmbeddingError]:
+    def _classify_status(self, code: int, where: str) -> EmbeddingError:
         model = self.remote.model
         if code == 429:
-            return True, self._error("rate_limit", f"{where} is rate limiting (HTTP 429)", "wait and retry")
+            return self._error("rate_limit", f"{where} is rate limiting (HTTP 429)", "wait and retry")
         if code in (401, 403):
             hint = "set embedding_api_key (RAG_ASSISTANT_EMBEDDING_API_KEY) to a key this server accepts"
-            return False, self._error("auth", f"{where} rejected the API key (HTTP {code})", hint)
+            return self._error("auth", f"{where} rejected the API key (HTTP {code})", hint)
         if code == 404:
             hint = "set embedding_api_model (RAG_ASSISTANT_EMBEDDING_API_MODEL) to a model the server serves"
-            return False, self._error("not_found", f"{where} has no model {model!r} or no /embeddings (HTTP 404)", hint)
-        retryable = retryable_status(code)
-        hint = "check the server's logs" if retryable else "check embedding_api_model and the server's limits"
-        return retryable, self._error("server", f"{where} failed (HTTP {code}) embedding with {model!r}", hint)
+            return self._error("not_found", f"{where} has no model {model!r} or no /embeddings (HTTP 404)", hint)
+        passing = code >= 500 or code in (408, 409)  # the kinds the client retried
+        hint = "check the server's logs" if passing else "check embedding_api_model and the server's limits"
+        return self._error("server", f"{where} failed (HTTP {code}) embedding with {model!r}", hint)
 
 
 def _secrets(remote: RemoteEmbedding) -> list[str]:

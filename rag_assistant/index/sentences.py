@@ -3,15 +3,16 @@ the keyword index (`<data dir>/sentences/<collection>.sqlite`), so answering nev
 sentences again. The array of a paper is aligned with `text.split_sentences(paper.text)`.
 
 How they are made is the embedder's (`BaseEmbedder.sentence_vectors`): pooled from the chunk pass on the onnx
-backends, each sentence embedded standalone otherwise. One row per (paper id, signature): the signature is the
-index's model signature, its chunking and that kind, so vectors of another model, cut or kind are never read;
-the row's digest covers the title (it prefixes every chunk), the text and a fingerprint of the sentence
-splitter, so a changed paper or a changed splitter misses and is recomputed. Vectors are float16 (n x dim).
+backends, each sentence embedded standalone otherwise. The rows (index/sentence_store.py) are keyed by a
+signature, the index's model signature, its chunking and that kind, so vectors of another model, cut or kind are
+never read, and by a digest of the title, the text and its sentences, so a changed paper or a changed split misses
+and is recomputed. Vectors are float16 (n x dim).
 
 Written only by ingest (`SentenceIngest`): rows of new, changed and resumed papers in the chunk pass
 (`SentencePass`), each in the step that stores its paper and before that step's chunks, so a stored paper has
 its row whatever kills the ingest; rows of unchanged papers that have none (a backfill: an index from before
-this file, papers another client of a shared Chroma server ingested); deleted with their papers. Whatever a kill
+this file, papers another client of a shared Chroma server ingested, papers whose sentences a new splitter
+version cut differently); deleted with their papers. Whatever a kill
 leaves is a row that matches the stored paper, a row of a paper not stored yet, or a row that misses. The read
 side (`SentenceReader`) opens the file read-only (never creates it), computes what it lacks with the same
 embedder call and keeps those in memory only."""
@@ -19,28 +20,22 @@ embedder call and keeps those in memory only."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
-from rag_assistant.files import private_dir, private_file
 from rag_assistant.index.chunking import chunk_paper
 from rag_assistant.index.embedder_base import BaseEmbedder, SentenceLayout, Span
+from rag_assistant.index.sentence_store import SentenceStore, content_digest, digest, legacy_digests
 from rag_assistant.text import split_sentences
 
+__all__ = ["SentenceIngest", "SentenceReader", "SentenceStore", "digest", "layout", "sidecar_path", "signature"]
 Count = Callable[[str], int]
-_SCHEMA = """CREATE TABLE IF NOT EXISTS sentences (
-    digest TEXT NOT NULL, signature TEXT NOT NULL, paper_id TEXT NOT NULL,
-    n INTEGER NOT NULL, dim INTEGER NOT NULL, vectors BLOB NOT NULL,
-    PRIMARY KEY (digest, signature))"""
 BACKFILL_PAPERS = 128  # papers computed and written per step of a backfill: bounds memory and lost work
 READ_CACHE = 4096  # papers whose vectors a reader keeps in memory
 
@@ -67,26 +62,6 @@ def signature(settings: Settings, chunking: tuple[int, int]) -> str:
 def usable(settings: Settings, embedder: BaseEmbedder) -> bool:
     """Whether this embedder makes the kind of vectors the signature names."""
     return embedder.pools_tokens == pooled(settings)
-
-
-@lru_cache(maxsize=1)
-def splitter_fingerprint() -> str:
-    """A hash of the sentence splitter's code and patterns: changing how abstracts are cut into sentences
-    changes every digest, so stored vectors that no longer line up with the sentences are never read."""
-    import inspect
-
-    from rag_assistant import text
-
-    parts = [inspect.getsource(text.split_sentences), inspect.getsource(text.normalize_space)]
-    parts += [text._PROTECT.pattern, text._BOUNDARY.pattern]  # noqa: SLF001 - what the splitter is made of
-    return hashlib.sha1("\n".join(parts).encode("utf-8")).hexdigest()[:8]
-
-
-def digest(paper: Paper) -> str:
-    """Changes when the title (it prefixes every chunk), the text or the sentence splitter changes. Cheap: an
-    unchanged re-ingest checks every paper without splitting one."""
-    payload = json.dumps([paper.title, paper.text, splitter_fingerprint()], ensure_ascii=False)
-    return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:16]
 
 
 def layout(paper: Paper, count: Count, chunking: tuple[int, int]) -> SentenceLayout:
@@ -127,87 +102,25 @@ def compute(layouts: list[SentenceLayout], embedder: BaseEmbedder) -> list[Any]:
     return embedder.sentence_vectors(layouts)
 
 
-def stored_digests(settings: Settings, chunking: tuple[int, int]) -> set[str] | None:
-    """The digests the sidecar holds vectors for under the signature these settings read, opened read-only
-    (none without a sidecar); None when it cannot be read."""
+def without_vectors(settings: Settings, chunking: tuple[int, int], papers: Sequence[Paper]) -> int | None:
+    """How many of `papers` have no row the read side would use, from the sidecar opened read-only (all without
+    one); None when it cannot be read. Splits only the papers whose row this splitter version did not cut."""
     path = sidecar_path(settings)
     if not path.is_file():
-        return set()
+        return len(papers)
     try:
         store = SentenceStore(path, readonly=True)
         try:
-            return store.digests(signature(settings, chunking))
+            sig = signature(settings, chunking)
+            with contextlib.suppress(sqlite3.OperationalError):  # a legacy file: no splitter column
+                current = store.current(sig)
+                papers = [p for p in papers if content_digest(p) not in current]
+            have = store.digests(sig)
+            return sum(digest(p) not in have and not have.intersection(legacy_digests(p)) for p in papers)
         finally:
             store.close()
     except sqlite3.Error:  # damaged, or locked past the timeout by an ingest's write
         return None
-
-
-class SentenceStore:
-    """The sidecar file, one row per (digest, signature): papers with the same title and sentences (the same
-    abstract under two ids) share a row. `paper_id` names the paper that wrote it, for deletion. `readonly`
-    opens the file through a `mode=ro` URI: nothing is created or written."""
-
-    def __init__(self, path: Path, readonly: bool = True) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        if readonly:
-            uri = f"{path.resolve().as_uri()}?mode=ro"
-            self._db = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
-        else:
-            private_dir(path.parent)
-            self._db = sqlite3.connect(private_file(path), timeout=30, check_same_thread=False)
-            self._db.execute(_SCHEMA)
-            self._db.commit()
-
-    def close(self) -> None:
-        self._db.close()
-
-    def digests(self, sig: str) -> set[str]:
-        """The digests that have vectors of this signature."""
-        with self._lock:
-            rows = self._db.execute("SELECT digest FROM sentences WHERE signature = ?", (sig,)).fetchall()
-        return {d for (d,) in rows}
-
-    def get(self, papers: Sequence[Paper], sig: str) -> dict[str, Any]:
-        """Paper id -> vectors (float32) of the papers that have a row."""
-        import numpy as np
-
-        by_digest: dict[str, list[Paper]] = {}
-        for paper in papers:
-            by_digest.setdefault(digest(paper), []).append(paper)
-        keys = list(by_digest)
-        out: dict[str, Any] = {}
-        for start in range(0, len(keys), 500):
-            part = keys[start : start + 500]
-            query = "SELECT digest, n, dim, vectors FROM sentences WHERE signature = ? AND digest IN "
-            with self._lock:
-                rows = self._db.execute(query + f"({','.join('?' * len(part))})", (sig, *part)).fetchall()
-            for dig, n, dim, blob in rows:
-                vectors = np.frombuffer(blob, dtype=np.float16).reshape(n, dim).astype(np.float32)
-                out.update((p.paper_id, vectors) for p in by_digest[dig] if len(split_sentences(p.text)) == n)
-        return out
-
-    def put(self, rows: Iterable[tuple[Paper, Any]], sig: str) -> None:
-        import numpy as np
-
-        values = [
-            (digest(p), sig, p.paper_id, int(v.shape[0]), int(v.shape[1]), np.asarray(v, dtype=np.float16).tobytes())
-            for p, v in rows
-        ]
-        with self._lock, self._db:
-            self._db.executemany("INSERT OR REPLACE INTO sentences VALUES (?, ?, ?, ?, ?, ?)", values)
-
-    def delete(self, paper_ids: Sequence[str], keep: set[str]) -> None:
-        """Drop the rows these papers wrote, except those of the digests in `keep` (papers still indexed)."""
-        with self._lock, self._db:
-            for start in range(0, len(paper_ids), 500):
-                part = list(paper_ids[start : start + 500])
-                rows = self._db.execute(
-                    f"SELECT digest FROM sentences WHERE paper_id IN ({','.join('?' * len(part))})", part
-                ).fetchall()
-                gone = [(d,) for (d,) in rows if d not in keep]
-                self._db.executemany("DELETE FROM sentences WHERE digest = ?", gone)
 
 
 class SentenceReader:
@@ -268,6 +181,7 @@ class SentenceIngest:
         self._embedder: BaseEmbedder | None = None
         self.count, self.chunking = count, chunking
         self.written = 0  # papers whose vectors this ingest wrote
+        self.carried = 0  # papers whose row an older splitter cut, stamped with this version (their sentences stayed)
 
     @property
     def embedder(self) -> BaseEmbedder:
@@ -285,9 +199,18 @@ class SentenceIngest:
         return SentencePass(self, papers)
 
     def missing(self, papers: Sequence[Paper]) -> list[Paper]:
-        """The papers without a matching row."""
+        """The papers without a row that matches their sentences. Papers whose row this splitter version cut
+        are not split; the others are, once, and a row that still lines up with their sentences (cut by an older
+        version, or a legacy row) is stamped with this version instead of being computed again (`carried`)."""
+        current = self.store.current(self.sig)
+        unknown = [p for p in papers if content_digest(p) not in current]
+        if not unknown:
+            return []
         have = self.store.digests(self.sig)
-        return [p for p in papers if digest(p) not in have]
+        found = [p for p in unknown if digest(p) in have or have.intersection(legacy_digests(p))]
+        self.carried += self.store.restamp(found, self.sig)
+        carried = {p.paper_id for p in found}
+        return [p for p in unknown if p.paper_id not in carried]
 
     def backfill(self, papers: Sequence[Paper], progress: Callable[[int, int], None] | None = None) -> None:
         """Compute and write the vectors of these papers, a bounded group at a time (progress in chunks).
@@ -304,9 +227,9 @@ class SentenceIngest:
                 progress(done, total)
 
     def delete(self, paper_ids: Sequence[str], kept: Sequence[Paper]) -> None:
-        """Drop the rows of removed or changed papers, unless one of the `kept` papers has the same digest."""
+        """Drop the rows of removed or changed papers, unless one of the `kept` papers reads it."""
         if paper_ids:
-            self.store.delete(paper_ids, {digest(p) for p in kept})
+            self.store.delete(paper_ids, kept)
 
     def close(self) -> None:
         self.store.close()

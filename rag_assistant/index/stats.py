@@ -8,9 +8,10 @@ from collections import Counter
 from typing import Any
 
 from rag_assistant.config import Settings
+from rag_assistant.corpus.fields import normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.reader import IndexReader
-from rag_assistant.index.sentences import digest, stored_digests
+from rag_assistant.index.sentences import without_vectors
 from rag_assistant.index.state import model_signature, recorded_chunking
 from rag_assistant.text import plural
 
@@ -23,7 +24,8 @@ def index_stats(settings: Settings, reader: IndexReader | None = None) -> dict[s
     embedding_model, chunking, keyword_index, unfinished_papers (pending: stored in part by an interrupted or
     running ingest, hidden from search until an ingest completes them), papers_without_sentence_vectors
     (searchable papers whose sentence vectors are not stored: the next ingest stores them; None when these
-    settings do not read the index's), in this order."""
+    settings do not read the index's), fields (each paper field the index holds -> papers carrying it, most
+    common first: corpus/fields.py), in this order."""
     reader = reader if reader is not None else IndexReader(settings)
     info = reader.info()
     hidden = reader.hidden(info)
@@ -42,6 +44,7 @@ def index_stats(settings: Settings, reader: IndexReader | None = None) -> dict[s
         "keyword_index": KEYWORD_CURRENT if reader.keyword_current(info) else KEYWORD_STALE,
         "unfinished_papers": len(hidden),
         "papers_without_sentence_vectors": _without_sentence_vectors(settings, info, chunking, papers),
+        "fields": dict(Counter(f for p in papers for f in normalise(p.metadata)).most_common()),
     }
 
 
@@ -53,8 +56,7 @@ def _without_sentence_vectors(
         return 0
     if info.get("embedding_model") != model_signature(settings):  # another model: it would read other rows
         return None
-    have = stored_digests(settings, chunking)
-    return None if have is None else sum(digest(p) not in have for p in papers)
+    return without_vectors(settings, chunking, papers)
 
 
 def _store_shown(settings: Settings) -> str:

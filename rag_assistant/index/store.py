@@ -1,23 +1,31 @@
 """Vector storage behind two small interfaces, a reading one (StoreReader) and a writing one (StoreWriter);
-Chroma (embedded or server) is the one backend today and implements both."""
+Chroma (embedded or server) is the one backend today and implements both.
+
+Beside the chunks, the writing face keeps a papers manifest: a record per paper stored whole (its hash, file and
+number of chunks) in a second collection of the same Chroma, so every client of a shared server sees the same
+one. Ingest writes a paper's record after its last chunk and drops it before changing or deleting the paper's
+chunks: a record never claims more than the store holds. An unchanged re-ingest reads records instead of every
+chunk's metadata. Search and stats never read the manifest: they read the chunks."""
 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rag_assistant.corpus.fields import name_key, normalise
 from rag_assistant.corpus.models import Paper
 
 if TYPE_CHECKING:
     from rag_assistant.index.chroma_open import ChromaEndpoint
 
+FIELD_PREFIX = "f_"  # a paper's normalised fields (corpus/fields.py) on each of its chunks, for `where` filters
+AUTHOR_KEYS = FIELD_PREFIX + "author_keys"  # its authors as filters compare them (fields.name_key)
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
-PROOF_PAPERS = 2_000  # papers proven unchanged per ids-only query (`_proven`): bounds its size
+MANIFEST = "{}.papers"  # the papers manifest's collection, named after the chunks' one
 
 
 @dataclass(frozen=True)
@@ -47,12 +55,15 @@ class PaperState:
     source: str
     chunk_ids: tuple[str, ...]
     complete: bool  # every chunk of that hash is present (a killed ingest leaves this False)
+    listed: bool = False  # stated from the papers manifest (else read from the chunks)
 
 
 class StoreReader(Protocol):
     """The reading half: what search, answers and stats need. Never changes the store."""
 
-    def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]: ...
+    def query(
+        self, embedding: Sequence[float], n: int, exclude: Collection[str] = (), where: Mapping[str, Any] | None = None
+    ) -> list[ChunkHit]: ...
 
     def embeddings_for(self, texts: Sequence[str]) -> dict[str, list[float]]: ...
 
@@ -63,6 +74,8 @@ class StoreReader(Protocol):
     def iter_chunks(self) -> Iterator[tuple[str, str]]: ...
 
     def count(self) -> int: ...
+
+    def any_match(self, where: Mapping[str, Any]) -> bool: ...
 
     def dimension(self) -> int | None: ...
 
@@ -84,9 +97,11 @@ class StoreWriter(Protocol):
 
     def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]: ...
 
-    def source_states(
-        self, sources: Sequence[str], hashes: Mapping[str, str] | None = None
-    ) -> dict[str, PaperState]: ...
+    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]: ...
+
+    def list_papers(self, papers: Sequence[tuple[Paper, int]]) -> None: ...
+
+    def unlist_papers(self, paper_ids: Sequence[str]) -> None: ...
 
 
 class VectorStore(StoreReader, StoreWriter, Protocol):
@@ -121,7 +136,18 @@ def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]
     if index == 0:  # the whole abstract, once per paper, so answers and references need no other store
         meta["paper_text"] = paper.text
         meta["paper_meta"] = json.dumps(paper.metadata, ensure_ascii=False, default=str)
-    return meta
+    return {**meta, **field_metadata(paper)}
+
+
+def field_metadata(paper: Paper) -> dict[str, Any]:
+    """The paper's fields as Chroma metadata of each chunk (filterable with `where`; lists with `$contains`).
+    Nothing for a paper without metadata."""
+    fields = normalise(paper.metadata)
+    out: dict[str, Any] = {FIELD_PREFIX + key: value for key, value in fields.items()}
+    keys = list(dict.fromkeys(filter(None, map(name_key, fields.get("authors") or []))))  # type: ignore[arg-type]
+    if keys:
+        out[AUTHOR_KEYS] = keys
+    return out
 
 
 def text_key(text: str) -> str:
@@ -154,6 +180,7 @@ class ChromaStore:
         self.location = (url if isinstance(url, ChromaEndpoint) else ChromaEndpoint(url)).shown if url else str(path)
         self.client, self.collection = open_collection(path, collection, url, write)
         self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
+        self._manifest: Any = None  # the manifest's collection, opened (or created) by the first writer call
 
     def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None:
         for start in range(0, len(chunks), self.batch_size):
@@ -183,12 +210,18 @@ class ChromaStore:
                     out.setdefault(text, [float(x) for x in vector])
         return out
 
-    def query(self, embedding: Sequence[float], n: int, exclude: Collection[str] = ()) -> list[ChunkHit]:
-        """The `n` chunks nearest to `embedding`, leaving out the papers in `exclude`. Chroma's `$nin` filter is
+    def query(
+        self, embedding: Sequence[float], n: int, exclude: Collection[str] = (), where: Mapping[str, Any] | None = None
+    ) -> list[ChunkHit]:
+        """The `n` chunks nearest to `embedding` among those matching `where` (a filter on paper fields, applied
+        by Chroma before ranking: index/filters.py), leaving out the papers in `exclude`. Chroma's `$nin` filter is
         slow (1.5 s instead of 70 ms at 100k chunks), so the excluded papers are first dropped from twice as many
         neighbours; only when they fill more than half of those (one huge excluded paper) does Chroma filter."""
         # No count() first: Chroma returns what it has when asked for more, and counting costs ~12 ms per
         # 100k chunks, more than the query itself
+        if where:
+            nin = [{"paper_id": {"$nin": sorted(exclude)}}] if exclude else []
+            return self._nearest(embedding, n, {"$and": [dict(where), *nin]} if nin else dict(where))
         if not exclude:
             return self._nearest(embedding, n)
         wide = self._nearest(embedding, 2 * n)
@@ -238,42 +271,45 @@ class ChromaStore:
             out[paper.paper_id] = paper
         return out
 
-    def source_states(self, sources: Sequence[str], hashes: Mapping[str, str] | None = None) -> dict[str, PaperState]:
-        """The state of every stored paper that came from one of these file names (one query per file).
-        `hashes` (paper id -> content hash to be ingested) spares reading the metadata, slow with the whole
-        abstracts (0.5 s for 5k chunks, ids 0.03 s): papers that ids-only queries prove complete and unchanged
-        (`_proven`) are stated from their ids, the others read in full."""
+    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]:
+        """The state of every stored paper that came from one of these file names. A paper the manifest lists
+        with as many chunks as its file's ids-only query finds is stated from its record; the others (not yet
+        listed, changed, incomplete) are read in full, slow with the whole abstracts (0.5 s for 5k chunks,
+        the ids alone 0.03 s)."""
         files: dict[str, str] = {}  # chunk id -> the file it came from
         for source in dict.fromkeys(sources):
             files.update(dict.fromkeys(self.collection.get(where={"source": source}, include=[])["ids"], source))
         by_paper = chunks_by_paper(files)
-        known = hashes or {}
-        proven = self._proven(by_paper, known)
-        rest = [pid for pid in by_paper if pid not in proven]
-        states = _states((cid, meta) for cid, meta in self._get_where(rest, ["metadatas"]) if cid in files)
-        for pid in proven:
-            cids = by_paper[pid]
-            states[pid] = PaperState(known[pid], files[cids[0]], tuple(cids), complete=True)
+        states: dict[str, PaperState] = {}
+        listed = self._papers().get(where={"source": {"$in": list(dict.fromkeys(sources))}}, include=["metadatas"])
+        for pid, meta in zip(listed["ids"], listed["metadatas"] or [], strict=True):
+            cids = by_paper.get(pid, [])
+            if len(cids) == meta["n_chunks"] and files[cids[0]] == meta["source"]:
+                states[pid] = PaperState(str(meta["paper_hash"]), files[cids[0]], tuple(cids), True, listed=True)
+        rest = [pid for pid in by_paper if pid not in states]
+        states.update(_states((cid, meta) for cid, meta in self._get_where(rest, ["metadatas"]) if cid in files))
         return states
 
-    def _proven(self, by_paper: dict[str, list[str]], hashes: Mapping[str, str]) -> set[str]:
-        """The papers whose every chunk holds the paper's hash and n_chunks = its number of chunks (complete and
-        unchanged, as `_states` finds them). Chroma cannot filter (paper id, hash) pairs in bulk, so a chunk must
-        hold a hash of its paper's row and one of its column (`_grid`): only the paper itself is in both, once
-        papers sharing a hash (one record under two ids) are left to the full read."""
-        shared = {h for h, n in Counter(hashes.values()).items() if n > 1}
-        todo = [pid for pid in by_paper if pid in hashes and hashes[pid] not in shared]
-        proven: set[str] = set()
-        for start in range(0, len(todo), PROOF_PAPERS):
-            batch = todo[start : start + PROOF_PAPERS]
-            by_count: dict[int, list[str]] = {}
-            for pid in batch:
-                by_count.setdefault(len(by_paper[pid]), []).append(pid)
-            counts = _any([{"$and": [{"paper_id": {"$in": ids}}, {"n_chunks": n}]} for n, ids in by_count.items()])
-            rows, columns = _grid(batch, hashes)
-            found = set(self.collection.get(where={"$and": [rows, columns, counts]}, include=[])["ids"])
-            proven.update(pid for pid in batch if found.issuperset(by_paper[pid]))
-        return proven
+    def list_papers(self, papers: Sequence[tuple[Paper, int]]) -> None:
+        """Record these papers, each with its number of chunks, as stored whole: once all their chunks are."""
+        for start in range(0, len(papers), self.batch_size):
+            part = papers[start : start + self.batch_size]
+            self._papers().upsert(
+                ids=[p.paper_id for p, _ in part],
+                embeddings=[[1.0]] * len(part),  # Chroma keeps no record without one; never queried
+                metadatas=[{"paper_hash": p.content_hash, "source": p.source, "n_chunks": n} for p, n in part],
+            )
+
+    def unlist_papers(self, paper_ids: Sequence[str]) -> None:
+        """Drop these papers' records: before their chunks are changed or deleted."""
+        for start in range(0, len(paper_ids), self.batch_size):
+            self._papers().delete(ids=list(paper_ids[start : start + self.batch_size]))
+
+    def _papers(self) -> Any:  # noqa: ANN401 - a chromadb Collection
+        if self._manifest is None:
+            name = MANIFEST.format(self.collection.name)
+            self._manifest = self.client.get_or_create_collection(name, embedding_function=None)
+        return self._manifest
 
     def unfinished_papers(self, runs: Sequence[str]) -> set[str]:
         """Papers holding a chunk written by one of these ingest runs that are not complete. Costs a read of
@@ -292,6 +328,10 @@ class ChromaStore:
                 return
             yield from zip(res["ids"], res["documents"] or [], strict=True)
             offset += len(res["ids"])
+
+    def any_match(self, where: Mapping[str, Any]) -> bool:
+        """Whether some chunk's metadata matches `where`."""
+        return bool(self.collection.get(where=dict(where), limit=1, include=[])["ids"])
 
     def count(self) -> int:
         return int(self.collection.count())
@@ -345,23 +385,6 @@ def _states(rows: Iterable[tuple[str, Any]]) -> dict[str, PaperState]:
             complete=len(hashes) == 1 and len(group) == int(first["n_chunks"]),
         )
     return states
-
-
-def _grid(papers: list[str], hashes: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Where clauses over the papers laid out on a square grid: a chunk's paper id and hash are both among those
-    of one row; of one column. A row and a column share one paper."""
-    side = math.isqrt(len(papers) - 1) + 1  # side * side >= len(papers)
-    rows = [papers[start : start + side] for start in range(0, len(papers), side)]
-    columns = [papers[start::side] for start in range(side)]
-    return _any([_line(ids, hashes) for ids in rows]), _any([_line(ids, hashes) for ids in columns])
-
-
-def _line(ids: list[str], hashes: Mapping[str, str]) -> dict[str, Any]:
-    return {"$and": [{"paper_id": {"$in": ids}}, {"paper_hash": {"$in": [hashes[p] for p in ids]}}]}
-
-
-def _any(clauses: list[dict[str, Any]]) -> dict[str, Any]:
-    return clauses[0] if len(clauses) == 1 else {"$or": clauses}
 
 
 def open_store(settings: Any, write: bool = True) -> ChromaStore:  # noqa: ANN401 - Settings

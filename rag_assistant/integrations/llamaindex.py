@@ -1,7 +1,8 @@
 """LlamaIndex integration: our hybrid retriever (dense + keyword, fused, one hit per paper) as a LlamaIndex
 `BaseRetriever` (PaperRetriever), our LLM settings as a LlamaIndex `OpenAILike` (llm) and both as a
 `RetrieverQueryEngine` (query_engine). Importing this module imports LlamaIndex (~2 s), so nothing else in the
-package imports it: `from rag_assistant.integrations.llamaindex import PaperRetriever, query_engine`.
+package imports it: `from rag_assistant.integrations.llamaindex import PaperRetriever, query_engine`. LlamaIndex
+is an extra: `pip install "rag-assistant[llamaindex]"`.
 
 Answers from query_engine are LlamaIndex's: its prompt, its synthesis, NOT checked by our citation checker.
 `rag-assistant ask` (AnswerChain) is the verified path."""
@@ -10,8 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.retrievers import BaseRetriever
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+try:
+    from llama_index.core.retrievers import BaseRetriever
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+except ImportError as missing:
+    raise ImportError(
+        'rag_assistant.integrations.llamaindex needs LlamaIndex: pip install "rag-assistant[llamaindex]"'
+    ) from missing
 
 from rag_assistant.config import Settings, load_settings
 from rag_assistant.errors import ConfigError

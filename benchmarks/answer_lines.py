@@ -1,0 +1,104 @@
+"""What an answer's quoted lines are: the share that are background, filler ("other") or dangling-reference
+sentences, over the answers of an eval run (`rag-assistant eval ... --out RUN`; issue 23's answer-level check).
+
+    python benchmarks/answer_lines.py RUN_DIR [RUN_DIR ...] [--corpus FILE ...] [--show N]
+
+Each answer is split into sentences (text.split_sentences, today's splitter for every run, so a run-on quote of
+an older splitter counts as the sentences it holds); each sentence that cites a paper is matched to the sentence
+of that paper's abstract it quotes (most shared words) and judged with the rule labeller (answer/roles.py) at
+its position in the abstract: a line is bad when its role is background or other, or when it refers back
+(roles.refers_back) and the answer does not quote the sentence before it in the abstract just before it.
+`--show N` prints N bad lines, picked at random (seed 0), for reading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+from collections import Counter
+from pathlib import Path
+
+from rag_assistant.answer.roles import BACKGROUND, OTHER, abstract_roles, refers_back
+from rag_assistant.corpus import bundled_corpus_path, load_corpus
+from rag_assistant.text import clean_markup, content_words, split_sentences
+
+REPO = Path(__file__).resolve().parents[1]
+_SHARED = "shared/corpus/icml2025_full/papers.jsonl"
+# ../shared beside the checkout, or beside the directory of worktrees
+CONFERENCE = next((d / _SHARED for d in REPO.parents[:2] if (d / _SHARED).is_file()), REPO.parent / _SHARED)
+_CITED = re.compile(r"\[([0-9a-f]{6,}|\d{3}(?::\d+)?)[^\]]*\]")
+
+
+def abstracts(paths: list[Path]) -> dict[str, list[str]]:
+    papers = load_corpus(paths).papers
+    return {p.paper_id: split_sentences(p.text) for p in papers}
+
+
+def _match(line: str, sentences: list[str]) -> int | None:
+    words = set(content_words(clean_markup(line)))
+    if not words:
+        return None
+    overlap = [len(words & set(content_words(clean_markup(s)))) / len(words) for s in sentences]
+    best = max(range(len(sentences)), key=lambda i: overlap[i], default=None)
+    return best if best is not None and overlap[best] >= 0.5 else None
+
+
+def judge(answer: str, by_id: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """(verdict, line) for each cited sentence: ok, background, other, dangling, or unmatched."""
+    out: list[tuple[str, str]] = []
+    last: tuple[str, int] | None = None
+    for line in split_sentences(answer.replace("\n", " ")):
+        ids = [m.group(1) for m in _CITED.finditer(line)]
+        paper = next((by_id[i] for i in ids if i in by_id), None)
+        if paper is None:
+            continue
+        pid = next(i for i in ids if i in by_id)
+        pos = _match(_CITED.sub("", line), paper)
+        if pos is None:
+            out.append(("unmatched", line))
+            continue
+        role = abstract_roles(paper)[pos]
+        antecedent = last == (pid, pos - 1)
+        if role in (BACKGROUND, OTHER):
+            out.append((role, line))
+        elif refers_back(paper[pos]) and not antecedent:
+            out.append(("dangling", line))
+        else:
+            out.append(("ok", line))
+        last = (pid, pos)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--corpus", action="append", type=Path, help="default: the conference file and bundled")
+    parser.add_argument("--show", type=int, default=0)
+    args = parser.parse_args()
+    paths = args.corpus or [p for p in (CONFERENCE, bundled_corpus_path()) if p.exists()]
+    by_id = abstracts(paths)
+    for run in args.runs:
+        counts: Counter[str] = Counter()
+        bad: list[tuple[str, str, str]] = []
+        answers = 0
+        for line in (run / "results.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            if record.get("abstained") or not record.get("answer"):
+                continue
+            answers += 1
+            for verdict, text in judge(record["answer"], by_id):
+                counts[verdict] += 1
+                if verdict not in ("ok", "unmatched"):
+                    bad.append((record["id"], verdict, text))
+        judged = sum(n for v, n in counts.items() if v != "unmatched")
+        share = (judged - counts["ok"]) / judged if judged else 0.0
+        parts = ", ".join(f"{v} {counts[v]}" for v in ("background", "other", "dangling", "unmatched"))
+        print(f"{run}: {answers} answers, {judged} cited lines judged; bad {share:.3f} ({parts})")
+        for qid, verdict, text in random.Random(0).sample(bad, min(args.show, len(bad))):
+            print(f"  {qid} {verdict}: {text[:160]}")
+
+
+if __name__ == "__main__":
+    main()
