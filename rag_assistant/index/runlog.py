@@ -1,4 +1,4 @@
-"""The run log of a shared Chroma server: one record per ingest run in a second collection, `<collection>__runs`,
+"""The run log of a shared Chroma server: one record per ingest run in a second collection, `<collection>.runs`,
 so a client learns what changed since its last look without reading every chunk (docs/benchmarks.md, "A Chroma
 server a team shares").
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from rag_assistant.index.store import RUN_KEY
 
-SUFFIX = "__runs"
+SUFFIX = ".runs"
 PENDING, DONE = "pending", "done"
 PAGE = 5000  # records per read: Chroma's own batch bound
 
