@@ -24,7 +24,8 @@ info = llama_cpp.llama_print_system_info().decode()
 sys.exit(1 if ("AVX512 = 1" in info or "AMX" in info) else 0)
 PY
         echo "building llama-cpp-python portable (GGML_NATIVE=OFF, AVX2); about 5 minutes on 2 cores" >&2
-        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
+        # LLAVA_BUILD=OFF leaves out the multimodal library (the tests serve text only), a good part of the build.
+        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DLLAVA_BUILD=OFF" \
             FORCE_CMAKE=1 CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
             .venv/bin/python -m pip install -q --force-reinstall --no-deps --no-cache-dir \
             --no-binary llama-cpp-python "llama-cpp-python>=0.3"
