@@ -140,7 +140,11 @@ def test_a_token_checking_proxy_lets_the_right_token_through_and_nothing_else(cl
                 assert lines[0] == f"error: the Chroma server at {url} {said} (HTTP 401)", lines
                 assert len(lines) == 2 and "RAG_ASSISTANT_CHROMA_TOKEN" in lines[1] and "Traceback" not in res.stderr
         assert proxy["seen"]["refused"] > refused_before
-        assert _collections(server.port) == ["abstracts"]  # the refused ingests created nothing
+        assert _collections(server.port) == [
+            "abstracts",
+            "abstracts.papers",
+            "abstracts.runs",
+        ]  # the refused ingests created nothing
 
     for res in runs:
         assert TOKEN not in res.stdout + res.stderr and WRONG not in res.stdout + res.stderr
@@ -181,7 +185,10 @@ def test_chroma_cloud_style_x_chroma_token_tenant_database_and_basic_auth(cli, t
             "--chroma-database", "team", "ingest", str(corpus), env={**cloud, "RAG_ASSISTANT_CHROMA_DATABASE": ""}
         )
         assert ingest.returncode == 0, ingest.stderr
-        assert _collections(server.port, "team") == ["abstracts"] and _collections(server.port) == []
+        assert (
+            _collections(server.port, "team") == ["abstracts", "abstracts.papers", "abstracts.runs"]
+            and _collections(server.port) == []
+        )
 
         in_url = url.replace("http://", f"http://team:{PASSWORD}@")
         runs = [

@@ -24,8 +24,10 @@ from rag_assistant.errors import CorpusError
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
+from rag_assistant.index.keyword_cache import sync_client_cache
 from rag_assistant.index.keyword_fields import keyword_doc, store_docs
 from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
+from rag_assistant.index.runlog import RunLog
 from rag_assistant.index.sentences import SentenceIngest, SentencePass
 from rag_assistant.index.state import check_model, index_chunking, keyword_dir, model_signature, store_revision
 from rag_assistant.index.steps import write_steps
@@ -221,11 +223,14 @@ def _finish_sentences(
 def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settings, report: IngestReport) -> None:
     """Nothing to write: only bring the keyword index and the pending runs up to date after a killed run."""
     revision = store_revision(info)
-    if KeywordIndex.stored_revision(keyword_dir(settings)) != revision:  # a killed run left it behind
+    log = RunLog.open(store, settings, write=True)  # a shared server's run log; None on one machine
+    report.keyword_rebuilt = KeywordIndex.stored_revision(keyword_dir(settings)) != revision  # e.g. a killed run
+    if report.keyword_rebuilt and log is None:
         KeywordIndex(keyword_dir(settings)).build(store_docs(store), revision)
-        report.keyword_rebuilt = True
     if pending_runs(info):  # a killed run had written everything, or left papers of other files
-        _settle(store, info, "", report)
+        _settle(store, info, "", report, log)
+    if report.keyword_rebuilt and log:  # only what other clients' or killed runs changed is read
+        sync_client_cache(store, settings, log)
 
 
 def _write_changes(
@@ -251,6 +256,8 @@ def _write_changes(
     }
     info = with_runs(info, [*pending_runs(info), revision])
     store.set_info(info)
+    if log := RunLog.open(store, settings, write=True):  # a shared server's run log; None on one machine
+        log.start(revision)
     store.unlist_papers([*(p.paper_id for p in plan.todo if p.paper_id in plan.states), *plan.stale])
 
     count = token_counter(get_tokenizer(settings.embedding_model))
@@ -267,26 +274,29 @@ def _write_changes(
     report.chunks_added = len(chunks)
 
     obsolete = [cid for cids in [*surplus.values(), *plan.stale.values()] for cid in cids]
+    if log and obsolete:
+        log.deleting(revision, obsolete)
     delete_by_paper(store, obsolete)
     store.list_papers([(p, len(pieces)) for p, pieces in papers if p.paper_id in shedding])
     report.chunks_deleted = len(obsolete)
     report.removed = len(plan.stale)
 
-    docs = [keyword_doc(c.chunk_id, c.text, paper) for paper, pieces in papers for c in pieces]
-    settled = _update_keyword(store, settings, docs, obsolete, before, revision)
     report.keyword_rebuilt = True
-    # Last (until now a kill leaves this run pending), on the store's info as it is now, not as this run read it
-    # minutes ago: the pending runs of another client's ingest meanwhile stay registered
-    _settle(store, {**store.get_info(), "revision": settled}, revision, report)
+    if log:  # settled first: the keyword cache then applies this run as done, like any client's
+        _settle(store, store.get_info(), revision, report, log)
+        sync_client_cache(store, settings, log)
+    else:  # settled last (a kill leaves the run pending), on the store's info as it is now, not the one it read
+        docs = [keyword_doc(c.chunk_id, c.text, paper) for paper, pieces in papers for c in pieces]
+        settled = _update_keyword(store, settings, docs, obsolete, before, revision)
+        _settle(store, {**store.get_info(), "revision": settled}, revision, report, None)
 
 
 def _update_keyword(
     store: VectorStore, settings: Settings, added: list[KeywordDoc], obsolete: list[str], before: str, run: str
 ) -> str:
-    """Bring the keyword index up to date; returns the revision the store settles at. When another client
-    started writing since this run did (the store's revision is its now), an update would leave its chunks out
-    of this index while the index claimed to be current: the index is rebuilt from the store under a new
-    revision instead, which that client's index then lacks (its readers rebuild, or its ingest does)."""
+    """Bring the keyword index up to date; returns the revision the store settles at. Another client that started
+    writing since this run did (the store's revision is not its own) is not in the update: rebuilt from the store
+    under a new revision instead (that client's readers rebuild, or its ingest does)."""
     keyword = KeywordIndex(keyword_dir(settings))
     if store_revision(store.get_info()) != run:
         revision = uuid.uuid4().hex
@@ -298,9 +308,11 @@ def _update_keyword(
     return run
 
 
-def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: IngestReport) -> None:
+def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: IngestReport, log: RunLog | None) -> None:
     settled, left = settle(store, info, finished)
     store.set_info(settled)
+    if log is not None:  # the runs settled now are final for every client's cache too
+        log.finish([run for run in [finished, *pending_runs(info)] if run and run not in pending_runs(settled)])
     if left:
         report.warnings.append(
             f"{plural(left, 'paper')} of an interrupted ingest {'is' if left == 1 else 'are'} still incomplete and "

@@ -5,7 +5,9 @@ writing.
 
 A stale keyword index (the store changed since it was built: an ingest was killed or is still running, or
 another client of a shared Chroma server ingested) is rebuilt in memory from the store, for this reader only,
-and left as it is on disk until the next ingest brings it up to date. Search stays complete and scores what an
+and left as it is on disk until the next ingest brings it up to date. The one exception: on a Chroma server
+with a run log, the keyword index is this client's cache and the reader brings it up to date on disk with only
+the chunks of the runs it has not applied (index/keyword_cache.py). Search stays complete and scores what an
 up-to-date index scores, at the cost of tokenizing every chunk once per process until then; `stats` reports the
 index as stale. Refusing to search instead would break search after every interrupted ingest, and repairing
 the files from a reader would race a running ingest writing them.
@@ -51,6 +53,8 @@ class IndexReader:
         self._seen_chunks = False
         self._dimension: int | None = None
         self.reloads = 0  # how often catch_up reloaded (chat says so)
+        self.synced = False  # the keyword index was brought up to date from a shared server's run log
+        self.sync_report: Any = None  # what that read (index/keyword_cache.py SyncReport)
 
     def catch_up(self, info: dict[str, Any]) -> bool:
         """Reload when the store's state marker in `info` moved since this reader loaded: another process
@@ -62,7 +66,7 @@ class IndexReader:
             self._owned.close()
             self._owned = open_store(self.settings, write=False)
             self._store = self._owned
-        self._marker, self._keyword, self._seen_chunks = marker, None, False
+        self._marker, self._keyword, self._seen_chunks, self.synced = marker, None, False, False
         self.reloads += 1
         return True
 
@@ -149,6 +153,29 @@ class IndexReader:
             index = KeywordIndex(keyword_dir(self.settings))
             revision = store_revision(self._store.get_info())
             if index.revision != revision:
+                index = self._synced(revision) or index
+            if index.revision is None or index.revision != revision and not self.synced:
                 index.build_in_memory(store_docs(self._store), revision)
             self._keyword = index
         return self._keyword
+
+    def _synced(self, revision: str) -> KeywordIndex | None:
+        """The client cache of a shared Chroma server brought up to date from its run log (index/keyword_cache.py);
+        None without a log, when another process of this data dir is writing the cache, or it cannot be written
+        (read-only storage): then the index is built in memory, as for a stale one."""
+        from rag_assistant.index import keyword_cache
+        from rag_assistant.index.runlog import RunLog
+
+        log = RunLog.open(self._store, self.settings, write=False)
+        if log is None:
+            return None
+        directory = keyword_dir(self.settings)
+        try:
+            with keyword_cache.locked(directory, wait=False) as held:
+                if not held:
+                    return None
+                index, self.sync_report = keyword_cache.sync(directory, self._store, log, revision)
+        except OSError:
+            return None
+        self.synced = True
+        return index
