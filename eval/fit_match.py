@@ -173,9 +173,9 @@ def report_survey(items: list[dict], found: dict, model) -> None:  # noqa: ANN00
             right = sum(bool(names & gold) for names in scored)
             recall = len({g for names in scored for g in names & gold}) / len(gold)
             scores.setdefault(_group(item), []).append((right / len(scored) if scored else 0.0, recall, len(chosen)))
-        print(f"  survey >= {cut}: " + "; ".join(
-            f"{g} P {np.mean([x[0] for x in v]):.3f} R {np.mean([x[1] for x in v]):.3f} n {np.mean([x[2] for x in v]):.1f}"
-            for g, v in sorted(scores.items())))  # fmt: skip
+        means = {g: np.mean(np.array(v), axis=0) for g, v in sorted(scores.items())}
+        shown = "; ".join(f"{g} P {m[0]:.3f} R {m[1]:.3f} n {m[2]:.1f}" for g, m in means.items())
+        print(f"  survey >= {cut}: {shown}")
 
 
 def report_near_miss(items: list[dict], found: dict, model, abstain: float) -> None:  # noqa: ANN001
