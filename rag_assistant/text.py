@@ -172,11 +172,13 @@ def tokenize(texts: list[str]) -> list[list[str]]:
 def query_terms(text: str) -> list[str]:
     """The terms of a question without question words ('what', 'which', 'paper', ...) that bm25s's English
     stop-word list keeps: they match every abstract and only add noise."""
-    return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
+    return [t for t in tokenize([text])[0] if t not in question_stopwords()]
 
 
 @lru_cache(maxsize=1)
-def _question_stopwords() -> frozenset[str]:
+def question_stopwords() -> frozenset[str]:
+    """The terms of the question words (STOPWORDS) as tokenize gives them; the keyword index's analyzer gives
+    the same (tests/test_keyword.py), so its query terms drop this set too."""
     return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
 
 

@@ -57,14 +57,9 @@ def name_key(name: str) -> str:
 def query_terms(text: str) -> list[str]:
     """BM25 tokens of a question without question words ('what', 'which', 'paper', ...) that bm25s's
     English stop-word list keeps: they match every abstract and only add noise."""
-    return [t for t in tokenize([text])[0] if t not in _question_stopwords()]
+    from rag_assistant.text import question_stopwords
 
-
-@lru_cache(maxsize=1)
-def _question_stopwords() -> frozenset[str]:
-    from rag_assistant.text import STOPWORDS
-
-    return frozenset(tokenize([" ".join(sorted(STOPWORDS))])[0])
+    return [t for t in tokenize([text])[0] if t not in question_stopwords()]
 
 
 @dataclass(frozen=True)
