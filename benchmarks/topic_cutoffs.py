@@ -20,7 +20,7 @@ def score(chain: AnswerChain, items: list) -> tuple[float, float]:
     precision = recall = 0.0
     for item in items:
         answer = chain.ask(item.question)
-        same = {s["paper_id"]: {s["paper_id"], *s["duplicates"]} for s in answer.sources}
+        same = {s.paper_id: {s.paper_id, *s.duplicates} for s in answer.sources}
         gold = set(item.gold_papers)
         hits = [c for c in answer.citations if same.get(c, {c}) & gold]
         precision += len(hits) / len(answer.citations) if answer.citations else 0.0

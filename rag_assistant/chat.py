@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rag_assistant.answer.chain import AnswerChain
-from rag_assistant.answer.models import Answer
+from rag_assistant.answer.models import Answer, AnswerWarning, WarningKind
 from rag_assistant.answer.question import check_question
 from rag_assistant.corpus.models import Paper
 from rag_assistant.text import content_words
@@ -92,7 +92,7 @@ class Turn:
 class Condensed:
     query: str
     pinned: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # shown as warnings with the answer
+    notes: list[AnswerWarning] = field(default_factory=list)  # shown as warnings with the answer
     retrieved: list[Source] | None = None  # what a search for `query` found while deciding (the topic shift)
 
 
@@ -114,9 +114,9 @@ class Memory:
 
     def remember(self, question: str, answer: Answer) -> None:
         for source in answer.sources:
-            self.papers.setdefault(source["paper_id"], _paper(source))
+            self.papers.setdefault(source.paper_id, source.paper)
         cited = [r.paper_id for r in answer.references]
-        retrieved = [s["paper_id"] for s in answer.sources]
+        retrieved = [s.paper_id for s in answer.sources]
         self.listing = cited + [p for p in retrieved if p not in cited]
         # an abstention lists its closest papers, numbered; an answer shows only its references
         self.shown = len(retrieved) if answer.abstained else len(cited)
@@ -125,7 +125,7 @@ class Memory:
     def sources_shown(self) -> None:
         """/sources printed the last answer's retrieved papers, numbered: ordinals now count in that list."""
         if self.last is not None:
-            self.listing = [s["paper_id"] for s in self.last.sources]
+            self.listing = [s.paper_id for s in self.last.sources]
             self.shown = len(self.listing)
 
 
@@ -185,14 +185,16 @@ class FollowUps:
         if index == -1:
             index = (shown or len(listing)) - 1
         if not 0 <= index < len(listing):
-            return Condensed(question, notes=[f'the last answer has no "{phrase}": it showed {shown} paper(s)'])
+            note = f'the last answer has no "{phrase}": it showed {shown} paper(s)'
+            return Condensed(question, notes=[AnswerWarning(WarningKind.FOLLOW_UP, note)])
         pid = listing[index]
         notes = []
         if index >= shown:
-            notes.append(
+            note = (
                 f'the last answer showed {shown} paper(s); "{phrase}" is taken to be [{pid}], '
                 "the next paper retrieved for it (/sources lists them)"
             )
+            notes.append(AnswerWarning(WarningKind.FOLLOW_UP, note))
         return Condensed(_with_labels(question, [pid]), [pid], notes)
 
     def _fresh_topic(self, question: str, cited: list[str]) -> list[Source] | None:
@@ -275,7 +277,7 @@ def to_markdown(memory: Memory) -> str:
             ]
             lines.append("")
         if a.warnings:
-            lines += [f"> warning: {w}" for w in a.warnings] + [""]
+            lines += [f"> warning: {w.detail}" for w in a.warnings] + [""]
         lines += [f"*{a.mode} · {a.model}*", ""]
     return "\n".join(lines)
 
@@ -313,14 +315,3 @@ def _antecedent_before(question: str, start: int) -> bool:
     """An earlier clause of the question has topic words of its own, so a pronoun after it can point there."""
     cuts = list(_CLAUSE.finditer(question, 0, start))
     return bool(cuts) and bool(_topic_words(question[: cuts[-1].start()]))
-
-
-def _paper(source: dict) -> Paper:
-    return Paper(
-        source["paper_id"],
-        source["text"],
-        source["source"],
-        source["position"],
-        source.get("title"),
-        source.get("metadata") or {},
-    )

@@ -11,6 +11,7 @@ from fake_llm import FakeLLMServer, delay, empty, garbage, reply, reply_fn, stat
 from llm_helpers import cited_answer, source_ids, source_sentence, use_llm_server
 
 from rag_assistant.answer.chain import AnswerChain
+from rag_assistant.answer.models import WarningKind
 from rag_assistant.config import load_settings
 from rag_assistant.errors import LLMError
 
@@ -47,7 +48,7 @@ def test_citation_to_unretrieved_paper_is_removed_and_warned(srv: FakeLLMServer)
     answer = _chain().ask(QUESTION)
     assert "zz:99" not in answer.answer and "123:456" not in answer.answer
     assert answer.citations == ["004:17"]
-    assert any("[zz:99]" in w for w in answer.warnings) and any("[123:456]" in w for w in answer.warnings)
+    assert any("[zz:99]" in w.detail for w in answer.warnings) and any("[123:456]" in w.detail for w in answer.warnings)
     assert all("zz:99" not in c for s in answer.sentences for c in s.citations)
 
 
@@ -55,7 +56,7 @@ def test_uncited_sentence_is_flagged(srv: FakeLLMServer) -> None:
     srv.script(reply_fn(lambda req: cited_answer(req) + " This makes it the best system ever built."))
     answer = _chain().ask(QUESTION)
     assert answer.sentences[-1].flags == ["uncited"]
-    assert any("without a citation" in w for w in answer.warnings)
+    assert any(w.kind is WarningKind.UNCITED for w in answer.warnings)
 
 
 def test_model_saying_not_in_corpus_abstains(srv: FakeLLMServer) -> None:

@@ -27,7 +27,7 @@ def test_shadowkv_answer_cites_it_and_only_retrieved_papers(chain: AnswerChain) 
     answer = chain.ask("How does ShadowKV reduce KV cache memory?")
     assert answer.mode == "extractive" and not answer.abstained
     assert "004:17" in answer.citations
-    retrieved = {s["paper_id"] for s in answer.sources}
+    retrieved = {s.paper_id for s in answer.sources}
     assert set(answer.citations) <= retrieved
     assert all(s.citations for s in answer.sentences)
     assert all(max(s.support.values()) > 0.99 for s in answer.sentences)  # quoted sentences support themselves

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 import pytest
 from fake_llm import FakeLLMServer, Step, garbage, status
 
-from rag_assistant.answer.models import Answer, Reference
+from rag_assistant.answer.models import Answer, AnswerWarning, Reference, WarningKind
 from rag_assistant.batch import BatchInputError, journal_path, read_input, run_batch
 from rag_assistant.config import Settings
 from rag_assistant.errors import IndexStoreError, LLMError
@@ -231,7 +231,7 @@ class StubChain:
             mode="llm",
             model="stub-model",
             abstained=off,
-            warnings=["weakly supported"] if "weak" in question else [],
+            warnings=[AnswerWarning(WarningKind.WEAK_SUPPORT, "weakly supported")] if "weak" in question else [],
             timings={"total": 0.01},
         )
 

@@ -127,7 +127,7 @@ def test_only_retrieved_citations_survive_and_nothing_is_hidden(case: tuple[str,
     assert set(v.citations) <= VALID and all(set(c.citations) <= VALID for c in v.sentences)
     # every fabricated reference used is reported
     for fake in fakes:
-        assert any(fake in w for w in v.warnings), (text, fake, v.warnings)
+        assert any(fake in w.detail for w in v.warnings), (text, fake, v.warnings)
     # every shown sentence is a checked one, and a sentence without a citation is flagged
     checks = {c.text: c for c in v.sentences}
     for line in v.text.split("\n"):  # a list item is a line: its marker, then its sentences

@@ -49,7 +49,7 @@ def test_invalid_citation_removed_and_warned(scorer: SupportScorer) -> None:
     v = verify(text, [A, B], scorer, 0.45)
     assert "999:1" not in v.text and "123:4" not in v.text
     assert v.citations == ["004:17"]
-    assert any("[999:1]" in w for w in v.warnings) and any("[123:4]" in w for w in v.warnings)
+    assert any("[999:1]" in w.detail for w in v.warnings) and any("[123:4]" in w.detail for w in v.warnings)
     assert v.sentences[0].citations == ["004:17"] and "invalid_citation_removed" in v.sentences[0].flags
     assert v.sentences[1].citations == [] and {"uncited", "invalid_citation_removed"} <= set(v.sentences[1].flags)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rag_assistant.answer.models import Answer, SentenceCheck
+from rag_assistant.corpus.models import Paper
 from rag_assistant.evaluate.compare import compare
 from rag_assistant.evaluate.dataset import DatasetError, EvalItem, load_dataset
 from rag_assistant.evaluate.judge import OfflineJudge, parse_verdict
@@ -25,6 +26,7 @@ from rag_assistant.evaluate.metrics import (
     support_metrics,
 )
 from rag_assistant.evaluate.runner import score_answer
+from rag_assistant.retrieve import Source
 
 # -- paper matching and retrieval
 
@@ -154,7 +156,7 @@ def test_aggregate_skips_undefined_values() -> None:
 
 
 def _answer(**kw) -> Answer:
-    sources = [{"paper_id": "a", "duplicates": ["g"], "title": None, "text": "A."}, {"paper_id": "b", "duplicates": []}]
+    sources = [Source(Paper("a", "A.", "t.txt", 0), 1.0, duplicates=["g"]), Source(Paper("b", "B.", "t.txt", 1), 0.5)]
     return Answer(question="q", sources=sources, timings={"total": 0.5}, **kw)
 
 

@@ -12,8 +12,10 @@ from fake_llm import FakeLLMServer, reply
 
 from rag_assistant.answer.models import Answer, SentenceCheck
 from rag_assistant.config import Settings
+from rag_assistant.corpus.models import Paper
 from rag_assistant.evaluate.judge import LLMJudge
 from rag_assistant.evaluate.metrics import support_metrics
+from rag_assistant.retrieve import Source
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["q001", "q004", "q055", "q077"]  # single, single, multi (2 gold papers), unanswerable
@@ -38,8 +40,8 @@ def _judge_reply(request: dict[str, Any]) -> str:
 
 def test_llm_judge_talks_http_to_an_openai_compatible_server() -> None:
     sources = [
-        {"paper_id": "p1", "title": "Alpha", "text": "We study alpha and beta.", "duplicates": []},
-        {"paper_id": "p2", "title": None, "text": "Beta and gamma are shown.", "duplicates": []},
+        Source(Paper("p1", "We study alpha and beta.", "t.txt", 0, "Alpha"), 1.0),
+        Source(Paper("p2", "Beta and gamma are shown.", "t.txt", 1), 0.5),
     ]
     sentences = [
         SentenceCheck("Alpha is studied [p1].", ["p1"], {"p1": 0.9}),
@@ -69,7 +71,7 @@ def test_llm_judge_error_is_an_llm_error() -> None:
 
     answer = Answer(
         question="q",
-        sources=[{"paper_id": "p1", "title": None, "text": "T.", "duplicates": []}],
+        sources=[Source(Paper("p1", "T.", "t.txt", 0), 1.0)],
         sentences=[SentenceCheck("Claim [p1].", ["p1"], {"p1": 1.0})],
     )
     with FakeLLMServer(models=["judge-model"]) as srv:

@@ -16,10 +16,16 @@ from llm_helpers import use_llm_server
 from llm_scenarios import FABRICATED, LOOKALIKES, SCENARIOS
 
 from rag_assistant.answer.chain import EMPTY_ABSTAIN_TEXT, MODEL_ABSTAIN_TEXT, AnswerChain
-from rag_assistant.answer.models import Answer
+from rag_assistant.answer.models import Answer, AnswerWarning, WarningKind
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import load_settings
 from rag_assistant.errors import LLMError
+
+
+def removed(detail: str) -> AnswerWarning:
+    """A warning of a reference the citation check removed."""
+    return AnswerWarning(WarningKind.REMOVED, detail)
+
 
 QUESTION = "How does ShadowKV reduce KV cache memory?"
 SECRET = "sk-planted-SECRET-4f1d9c"
@@ -59,7 +65,7 @@ def shown_references(text: str, retrieved: set[str]) -> list[str]:
 
 
 def assert_trustworthy(answer: Answer) -> None:
-    retrieved = {s["paper_id"] for s in answer.sources}
+    retrieved = {s.paper_id for s in answer.sources}
     assert shown_references(answer.answer, retrieved) == [], answer.answer
     assert set(answer.citations) <= retrieved
     for s in answer.sentences:
@@ -85,16 +91,15 @@ def test_content_scenario(srv: FakeLLMServer, name: str) -> None:
     else:
         assert not answer.abstained, answer.answer
     if name == "not_found_twice_with_fake_id":
-        assert "removed citation [FAKE-1]: not among the retrieved papers" in answer.warnings
+        assert removed("removed citation [FAKE-1]: not among the retrieved papers") in answer.warnings
 
 
 def test_not_found_phrase_does_not_switch_verification_off(srv: FakeLLMServer) -> None:
     srv.script(*SCENARIOS["not_found_then_fabricated"])
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
     assert not answer.abstained and answer.citations == []
-    assert {"removed citation [777:1]: not among the retrieved papers", "the answer cites no retrieved paper"} <= set(
-        answer.warnings
-    )
+    assert removed("removed citation [777:1]: not among the retrieved papers") in answer.warnings
+    assert AnswerWarning(WarningKind.UNCITED, "the answer cites no retrieved paper") in answer.warnings
     assert all("uncited" in s.flags for s in answer.sentences)
 
 
@@ -102,15 +107,15 @@ def test_every_fabricated_shape_is_removed_and_warned(srv: FakeLLMServer) -> Non
     srv.script(*SCENARIOS["fabricated_shapes"])
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
     for ref in FABRICATED:
-        assert f"removed citation {ref}: not among the retrieved papers" in answer.warnings
-    assert "removed citation (Smith et al., 2023): not among the retrieved papers" in answer.warnings
+        assert removed(f"removed citation {ref}: not among the retrieved papers") in answer.warnings
+    assert removed("removed citation (Smith et al., 2023): not among the retrieved papers") in answer.warnings
 
 
 def test_valid_label_kept_fabricated_neighbour_removed(srv: FakeLLMServer) -> None:
     srv.script(*SCENARIOS["valid_and_fabricated_together"])
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
     assert answer.citations == ["004:17"] and answer.answer.endswith("[004:17].")
-    assert answer.warnings == ["removed citation [FAKE_2]: not among the retrieved papers"]
+    assert answer.warnings == [removed("removed citation [FAKE_2]: not among the retrieved papers")]
 
 
 def test_citation_is_not_moved_across_a_blank_line(srv: FakeLLMServer) -> None:
@@ -120,16 +125,16 @@ def test_citation_is_not_moved_across_a_blank_line(srv: FakeLLMServer) -> None:
     assert first.text == "It has many applications." and first.flags == ["uncited"]
     assert second.citations == ["004:17"] and second.support["004:17"] > 0.9
     assert answer.answer.startswith("It has many applications.\n\n")
-    assert any("standing alone" in w for w in answer.warnings)
+    assert any("standing alone" in w.detail for w in answer.warnings)
 
 
 def test_truncated_and_huge_completions_are_reported(srv: FakeLLMServer) -> None:
     srv.script(*SCENARIOS["truncated_at_max_tokens"], *SCENARIOS["huge_completion"])
     chain = AnswerChain(load_settings(), log=False)
     cut = chain.ask(QUESTION)
-    assert any("cut at llm_max_tokens" in w for w in cut.warnings) and cut.citations == ["004:17"]
+    assert any("cut at llm_max_tokens" in w.detail for w in cut.warnings) and cut.citations == ["004:17"]
     huge = chain.ask(QUESTION)
-    assert any("100,000 characters" in w or "characters, far more" in w for w in huge.warnings)
+    assert any("100,000 characters" in w.detail or "characters, far more" in w.detail for w in huge.warnings)
     assert len(huge.answer) < 12_000  # 130,000 characters were sent; 8,192 kept (ids are longer than labels)
 
 
@@ -183,7 +188,7 @@ def test_streamed_tokens_never_show_a_fabricated_id(srv: FakeLLMServer, name: st
     as_read = unicodedata.normalize("NFKC", re.sub("[\u200b-\u200f\u2060-\u206f]", "", streamed))
     for fake in (*FAKES, "[1]"):
         assert fake not in as_read, streamed
-    assert set(answer.citations) <= {s["paper_id"] for s in answer.sources}
+    assert set(answer.citations) <= {s.paper_id for s in answer.sources}
 
 
 def test_retry_after_is_waited_for(srv: FakeLLMServer) -> None:
@@ -201,7 +206,7 @@ def test_references_in_math_are_checked_as_shown(srv: FakeLLMServer) -> None:
     srv.script(*SCENARIOS["math_wrapped_references"])
     answer = AnswerChain(load_settings()).ask(QUESTION)
     for fake in ("[999:1]", "[777:1]", "[FAKE-1]"):
-        assert f"removed citation {fake}: not among the retrieved papers" in answer.warnings
+        assert removed(f"removed citation {fake}: not among the retrieved papers") in answer.warnings
     assert "Keys are low-rank." in answer.answer and "It costs $5 and $10 [004:17]." in answer.answer
     assert "Values move to the CPU [004:17]." in answer.answer
     logged = sqlite3.connect(load_settings().data_dir / "provenance.sqlite").execute("SELECT answer FROM answers")
@@ -213,9 +218,9 @@ def test_lookalike_shapes_are_removed_and_named(srv: FakeLLMServer) -> None:
     srv.script(*SCENARIOS["lookalike_references"])
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
     for _, named in LOOKALIKES:
-        assert f"removed citation {named}: not among the retrieved papers" in answer.warnings, named
-    assert any("link target of citation [1] (https://evil.example)" in w for w in answer.warnings)
-    assert any("removed a reference list" in w for w in answer.warnings)
+        assert removed(f"removed citation {named}: not among the retrieved papers") in answer.warnings, named
+    assert any("link target of citation [1] (https://evil.example)" in w.detail for w in answer.warnings)
+    assert any("removed a reference list" in w.detail for w in answer.warnings)
     assert (
         "It offloads values [004:17]." in answer.answer and "ShadowKV keeps 0 low-rank keys in memory." in answer.answer
     )
@@ -225,7 +230,7 @@ def test_a_citation_after_a_list_marker_belongs_to_its_item(srv: FakeLLMServer) 
     """Issue 22, 5: "1. [1] Claim." is the claim cited, not "1 [004:17]. Claim." with the claim uncited."""
     srv.script(*SCENARIOS["list_marker_citations"])
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
-    second = answer.sources[1]["paper_id"]
+    second = answer.sources[1].paper_id
     first, other = answer.sentences
     assert first.citations == ["004:17"] and first.flags == [] and first.text.endswith(" [004:17].")
     assert other.text == f"It keeps values on the CPU [{second}]." and other.citations == [second]
@@ -236,11 +241,11 @@ def test_a_citation_alone_between_two_sentences_is_removed(srv: FakeLLMServer) -
     """Issue 22, 5: a "[2]" on its own line cites neither neighbour: removed and warned, not glued on."""
     srv.script(*SCENARIOS["citation_alone_between_sentences"])
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
-    second = answer.sources[1]["paper_id"]
+    second = answer.sources[1].paper_id
     first, last = answer.sentences
     assert first.citations == ["004:17"] and last.text == "It has many applications."
     assert last.citations == [] and last.flags == ["uncited"] and f"[{second}]" not in answer.answer
-    assert f"removed citation [{second}] standing alone on its line: it cites no sentence" in answer.warnings
+    assert removed(f"removed citation [{second}] standing alone on its line: it cites no sentence") in answer.warnings
 
 
 def test_an_answer_of_only_citations_abstains(srv: FakeLLMServer) -> None:
@@ -248,7 +253,7 @@ def test_an_answer_of_only_citations_abstains(srv: FakeLLMServer) -> None:
     srv.script(*SCENARIOS["only_citations"])
     answer = AnswerChain(load_settings(), log=False).ask(QUESTION)
     assert answer.abstained and answer.answer == EMPTY_ABSTAIN_TEXT and answer.sentences == []
-    assert any("only references" in w for w in answer.warnings), answer.warnings
+    assert any(w.kind is WarningKind.EMPTY for w in answer.warnings), answer.warnings
 
 
 def test_the_clients_own_secrets_are_masked_in_completions(srv: FakeLLMServer, monkeypatch) -> None:
@@ -267,5 +272,5 @@ def test_the_clients_own_secrets_are_masked_in_completions(srv: FakeLLMServer, m
     for answer in (streamed, whole):
         texts += [answer.answer, *(s.text for s in answer.sentences)]
         assert answer.answer == "The key is *** [004:17]. The other key is ***."
-        assert any("held a secret of this client" in w for w in answer.warnings)
+        assert any("held a secret of this client" in w.detail for w in answer.warnings)
     assert "***" in texts[0] and all(SECRET not in t and embedding_key not in t for t in texts)

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rag_assistant.answer.citations import normalize, verify
+from rag_assistant.answer.models import AnswerWarning, WarningKind
 from rag_assistant.answer.refs import CitationStream, Resolver
 from rag_assistant.corpus import Paper
 
@@ -54,9 +55,9 @@ def check(text: str, labels: dict[str, str] | None = LABELS):
 def test_every_shape_is_resolved_or_removed_and_named(written: str, shown: str, removed: list[str] | None) -> None:
     v = check(written)
     assert v.text == shown, v.warnings
-    named = [w for w in v.warnings if w.startswith("removed")]
+    named = [w for w in v.warnings if w.kind is WarningKind.REMOVED]
     if removed is not None:
-        assert named == [f"removed citation {r}: not among the retrieved papers" for r in removed]
+        assert [w.detail for w in named] == [f"removed citation {r}: not among the retrieved papers" for r in removed]
     else:
         assert named, v.warnings
 
@@ -109,12 +110,13 @@ def test_a_citation_after_a_list_marker_stays_in_its_item() -> None:
 
 def test_references_that_removal_exposes_are_removed_too() -> None:
     v = check("Keys $\\text{arXiv:2402.01234}$^7.")
-    assert v.text == "Keys." and "removed citation ^7: not among the retrieved papers" in v.warnings
+    caret = AnswerWarning(WarningKind.REMOVED, "removed citation ^7: not among the retrieved papers")
+    assert v.text == "Keys." and caret in v.warnings
 
 
 def test_a_reference_list_on_the_line_of_its_heading_is_cut() -> None:
     v = check("Keys are low-rank [1]. References: [1] Smith et al. 2023. ShadowKV.")
-    assert v.text == "Keys are low-rank [004:17]." and any("reference list" in w for w in v.warnings)
+    assert v.text == "Keys are low-rank [004:17]." and any("reference list" in w.detail for w in v.warnings)
     v = check("Keys are low-rank [1].\nSources: the abstracts [2] agree.")
     assert v.text == "Keys are low-rank [004:17]. Sources: the abstracts [000:3] agree."
 

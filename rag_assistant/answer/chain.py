@@ -12,7 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
-from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKind, warnings_of
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import Settings
@@ -71,7 +71,8 @@ class Job:
 
     answer: Answer
     started: float
-    notes: list[str]
+    notes: list[AnswerWarning]
+    ranking: list[Source]  # everything retrieval returned, best first (eval's ranking metrics; pinned: none)
     request: Callable[[Callable[[str], None] | None], Draft] | None = None
     use: Callable[[Draft], None] | None = None
     draft: Draft | None = None
@@ -129,11 +130,13 @@ class AnswerChain:
         retrieval_query: str | None = None,
         pinned: list[str] | None = None,
         retrieved: list[Source] | None = None,
+        depth: int | None = None,
     ) -> Job:
         """Retrieve and judge. `retrieval_query` (chat's standalone question) is what is retrieved for and
         answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply);
         `retrieved` is what a search for the query found already (chat's topic-shift check), used unless the
-        question asks for a survey (which retrieves deeper)."""
+        question asks for a survey (which retrieves deeper); `depth` ranks that many papers (the job's
+        `ranking`, for eval's metrics) of which the first k are answered from."""
         question, notes = check_question(question, self.settings.max_question_chars)
         started = time.perf_counter()
         answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
@@ -143,14 +146,16 @@ class AnswerChain:
         plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
         answer.plan = plan.as_dict()
         sources = self.pinned_sources(pinned) if pinned else []
+        ranking: list[Source] = []
         if not sources:
-            sources = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k)
-            notes += self.retriever.search_warnings()
-        answer.sources = [s.as_dict() for s in sources[: plan.max_papers if plan.survey else len(sources)]]
+            ranking = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k, depth)
+            sources = ranking if plan.survey else ranking[: k or self.settings.top_k]
+            notes += warnings_of(WarningKind.SEARCH, self.retriever.search_warnings())
+        answer.sources = sources[: plan.max_papers if plan.survey else len(sources)]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
         answer.relevance = self.relevance(query, sources)
-        job = Job(answer, started, notes)
+        job = Job(answer, started, notes, ranking)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
@@ -191,13 +196,13 @@ class AnswerChain:
             try:
                 record(self.settings.data_dir, answer, kind=kind, session=session)
             except LogNotWrittenError as exc:  # e.g. an index on read-only storage: the answer stands
-                answer.warnings.append(exc.message)
+                answer.warnings.append(AnswerWarning(WarningKind.LOG, exc.message))
         return answer
 
-    def _retrieve(self, query: str, plan: Plan, k: int | None) -> list[Source]:
+    def _retrieve(self, query: str, plan: Plan, k: int | None, depth: int | None) -> list[Source]:
         if plan.survey:  # deeper: every paper that meets the question, not the top k
             return self.retriever.survey(query, self.settings.survey_candidates, self.settings.survey_depth)
-        return self.retriever.search(query, k)
+        return self.retriever.search(query, max(k or self.settings.top_k, depth or 0))
 
     def _answer_job(self, job: Job, query: str, sources: list[Source]) -> None:
         job.request = partial(self.generator.answer, query, sources)
@@ -220,7 +225,7 @@ class AnswerChain:
         if not checked.citations and is_not_found(draft.text, Resolver([p.paper_id for p in papers], draft.labels)):
             answer.abstained = True
             answer.answer = MODEL_ABSTAIN_TEXT
-            answer.warnings += [w for w in checked.warnings if w.startswith("removed")]
+            answer.warnings += [w for w in checked.warnings if w.kind is WarningKind.REMOVED]
             return
         answer.answer = checked.text  # the text verified is the text shown (LaTeX made readable first)
         answer.sentences = checked.sentences
@@ -231,6 +236,7 @@ class AnswerChain:
             # a model that wrote only references ("[1][2][3]") answered nothing: an abstention, not an answer
             answer.abstained = True
             answer.answer = EMPTY_ABSTAIN_TEXT
-            answer.warnings.append("nothing of the model's answer is left after the citation check: only references")
+            detail = "nothing of the model's answer is left after the citation check: only references"
+            answer.warnings.append(AnswerWarning(WarningKind.EMPTY, detail))
         elif not checked.citations:
-            answer.warnings.append("the answer cites no retrieved paper")
+            answer.warnings.append(AnswerWarning(WarningKind.UNCITED, "the answer cites no retrieved paper"))

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from rag_assistant.answer.models import Reference, SentenceCheck
+from rag_assistant.answer.models import AnswerWarning, Reference, SentenceCheck, WarningKind
 from rag_assistant.answer.refs import PREFIX, RefSpan, Resolver
 from rag_assistant.corpus.fields import byline
 from rag_assistant.corpus.models import Paper
@@ -52,12 +53,16 @@ _CITE_AT_START = re.compile(r"\[([^\[\]]+)\]\s*")
 _LIST_MARK = re.compile(r"[ \t]*(?:[-*+\u2022\u2023\u25e6\u2043]|\d{1,3}[.)]|[a-z][.)]|\((?:\d{1,3}|[a-z])\))[ \t]+")
 
 
+Notes = list[AnswerWarning]
+_removed = partial(AnswerWarning, WarningKind.REMOVED)  # a reference the check removed, named in the detail
+
+
 @dataclass
 class Verified:
     text: str
     sentences: list[SentenceCheck]
     citations: list[str]
-    warnings: list[str]
+    warnings: Notes
 
 
 def _tidy(text: str) -> str:
@@ -116,12 +121,12 @@ def is_not_found(text: str, resolver: Resolver) -> bool:
     return rest != letters and len(rest) <= _FILLER
 
 
-def _rewrite(sentence: str, resolver: Resolver) -> tuple[str, list[str], list[str]]:
+def _rewrite(sentence: str, resolver: Resolver) -> tuple[str, list[str], Notes]:
     """Every reference becomes its retrieved ids in brackets, or nothing. Returns text, kept ids, and a warning
     for each piece dropped (named as written) and each link target dropped. Removing a reference can make
     another ("arXiv:2402.01234^7" leaves "^7"): the text is read again until none is left but those kept."""
     kept: list[str] = []
-    notes: list[str] = []
+    notes: Notes = []
     for _ in range(4):
         spans = [s for s in resolver.find(sentence) if s.kind != "bracket" or sentence[s.start : s.end] not in kept]
         if not spans:
@@ -130,7 +135,7 @@ def _rewrite(sentence: str, resolver: Resolver) -> tuple[str, list[str], list[st
     return sentence, [k[1:-1] for k in kept], notes
 
 
-def _replace(sentence: str, spans: list[RefSpan], resolver: Resolver, kept: list[str], notes: list[str]) -> str:
+def _replace(sentence: str, spans: list[RefSpan], resolver: Resolver, kept: list[str], notes: Notes) -> str:
     """The sentence with each span replaced by the retrieved ids it names, each id once ("[004:17]" in `kept`)."""
     replacements = []
     for span in spans:
@@ -138,13 +143,15 @@ def _replace(sentence: str, spans: list[RefSpan], resolver: Resolver, kept: list
         for piece in span.pieces:
             pid = None if span.kind == "inline" else resolver.resolve(piece)
             if pid is None:
-                notes.append(f"removed citation {span.display(piece)}: not among the retrieved papers")
+                notes.append(_removed(f"removed citation {span.display(piece)}: not among the retrieved papers"))
             elif f"[{pid}]" not in kept:
                 kept.append(f"[{pid}]")
                 good.append(f"[{pid}]")
         if span.target:
             shown = "".join(map(span.display, span.pieces))
-            notes.append(f"removed the link target of citation {shown} ({span.target}): a citation names a paper")
+            notes.append(
+                _removed(f"removed the link target of citation {shown} ({span.target}): a citation names a paper")
+            )
         gap = " " if span.kind in ("footnote", "sup") and good else ""  # "keys^1" -> "keys [004:17]"
         replacements.append((span.start, span.end, gap + "".join(good)))
     for start, end, repl in reversed(replacements):
@@ -171,7 +178,7 @@ def _as_sentence(piece: str, valid: Mapping[str, Paper], last: bool = False) -> 
     return piece if ended else piece + "."
 
 
-def _cut_reference_lists(text: str, resolver: Resolver) -> tuple[str, list[str]]:
+def _cut_reference_lists(text: str, resolver: Resolver) -> tuple[str, Notes]:
     """A trailing "References:" block (or line) and markdown link definitions ("[1]: ...", hidden when
     rendered)."""
     warnings = []
@@ -182,10 +189,12 @@ def _cut_reference_lists(text: str, resolver: Resolver) -> tuple[str, list[str]]
         )
     if heading:
         text = text[: heading.start()]
-        warnings.append("removed a reference list at the end of the answer (citations belong in the sentences)")
+        warnings.append(
+            _removed("removed a reference list at the end of the answer (citations belong in the sentences)")
+        )
     text, n = _LINK_DEFINITION.subn("", text)
     if n:
-        warnings.append(f"removed {n} reference definition line(s) ('[label]: ...')")
+        warnings.append(_removed(f"removed {n} reference definition line(s) ('[label]: ...')"))
     return text, warnings
 
 
@@ -207,7 +216,7 @@ def _items(paragraph: str) -> list[tuple[str, list[str]]]:
     return items
 
 
-def _standing_alone(line: str, resolver: Resolver) -> list[str] | None:
+def _standing_alone(line: str, resolver: Resolver) -> Notes | None:
     """Warnings for a line that holds references and nothing else ("[1]" between two sentences: it cites
     neither), None for any other line."""
     spans = resolver.find(line)
@@ -218,9 +227,9 @@ def _standing_alone(line: str, resolver: Resolver) -> list[str] | None:
         for piece in span.pieces:
             pid = None if span.kind == "inline" else resolver.resolve(piece)
             if pid is None:
-                warnings.append(f"removed citation {span.display(piece)}: not among the retrieved papers")
+                warnings.append(_removed(f"removed citation {span.display(piece)}: not among the retrieved papers"))
             else:
-                warnings.append(f"removed citation [{pid}] standing alone on its line: it cites no sentence")
+                warnings.append(_removed(f"removed citation [{pid}] standing alone on its line: it cites no sentence"))
     return warnings
 
 
@@ -325,7 +334,7 @@ def verify(
 
 
 def _sentences(
-    text: str, resolver: Resolver, papers: Mapping[str, Paper], exempt: Callable[[str], bool], warnings: list[str]
+    text: str, resolver: Resolver, papers: Mapping[str, Paper], exempt: Callable[[str], bool], warnings: Notes
 ) -> list[SentenceCheck]:
     """The checked sentences of one list item (or of a paragraph that is no list)."""
     pieces: list[tuple[str, list[str], bool]] = []
@@ -339,7 +348,9 @@ def _sentences(
             if not re.search(r"\w", unmark(strip_citations(piece, resolver))):
                 if ids:
                     cites = "".join(f"[{i}]" for i in ids)
-                    warnings.append(f"removed citation {cites} standing alone: no sentence before it on its line")
+                    warnings.append(
+                        _removed(f"removed citation {cites} standing alone: no sentence before it on its line")
+                    )
                 continue
             pieces.append((piece, ids, bool(notes) and n == 0))
     return [
@@ -349,14 +360,14 @@ def _sentences(
 
 
 def _check(
-    sentence: str, ids: list[str], dropped: bool, exempt: Callable[[str], bool], warnings: list[str]
+    sentence: str, ids: list[str], dropped: bool, exempt: Callable[[str], bool], warnings: Notes
 ) -> SentenceCheck:
     check = SentenceCheck(sentence, ids)
     if dropped:
         check.flags.append("invalid_citation_removed")
     if not ids and not exempt(unmark(sentence)):
         check.flags.append("uncited")
-        warnings.append(f"sentence without a citation: {unmark(sentence)[:80]!r}")
+        warnings.append(AnswerWarning(WarningKind.UNCITED, f"sentence without a citation: {unmark(sentence)[:80]!r}"))
     return check
 
 
@@ -366,7 +377,7 @@ def _score(
     resolver: Resolver,
     scorer: SupportScorer,
     support_threshold: float,
-    warnings: list[str],
+    warnings: Notes,
 ) -> None:
     pairs = [(c, pid) for c in checks for pid in c.citations]
     claims = [unmark(strip_citations(c.text, resolver)) for c, _ in pairs]
@@ -375,8 +386,8 @@ def _score(
     for check in checks:
         if check.support and max(check.support.values()) < support_threshold:
             check.flags.append("weak_support")
-            score = max(check.support.values())
-            warnings.append(f"weakly supported (score {score:.2f}): {unmark(check.text)[:80]!r}")
+            detail = f"weakly supported (score {max(check.support.values()):.2f}): {unmark(check.text)[:80]!r}"
+            warnings.append(AnswerWarning(WarningKind.WEAK_SUPPORT, detail))
 
 
 def references(cited: list[str], sources: Sequence[Paper]) -> list[Reference]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rag_assistant.answer.citations import NOT_FOUND
 from rag_assistant.answer.llm_client import LLMClient
-from rag_assistant.answer.models import Draft
+from rag_assistant.answer.models import AnswerWarning, Draft, WarningKind, warnings_of
 from rag_assistant.answer.prompts import load_prompt
 from rag_assistant.answer.redact import scrub
 from rag_assistant.answer.refs import CitationStream, Resolver
@@ -95,7 +95,7 @@ class LLMGenerator:
 
     def _complete(
         self, system: str, user: str, resolver: Resolver, on_token: Callable[[str], None] | None
-    ) -> tuple[str, dict[str, int], list[str]]:
+    ) -> tuple[str, dict[str, int], list[AnswerWarning]]:
         """One completion: streamed through on_token when given (every citation held back until it resolves),
         never empty, the client's secrets masked, cut at the length bound. Returns text, usage, warnings."""
         if on_token is None:
@@ -110,7 +110,7 @@ class LLMGenerator:
             text = scrub(text, self.client.secrets)
             warnings.append("the model's answer held a secret of this client (an API key or URL credential): masked")
         text, cut = self.client.bounded(text, completion.finish)
-        return text, completion.usage, warnings + cut
+        return text, completion.usage, warnings_of(WarningKind.GENERATION, warnings + cut)
 
     def _nonempty(self, text: str) -> str:
         if not text.strip():

@@ -62,8 +62,9 @@ def record(data_dir: Path, answer: Answer, kind: str = "ask", session: str | Non
 
 
 def _insert(data_dir: Path, answer: Answer, kind: str, session: str | None) -> int:
+    shown = answer.as_dict()  # the record as users see it (--json), its sources and warnings as text
     retrieved = [
-        {"paper_id": s["paper_id"], "score": s["score"], "dense_score": s["dense_score"]} for s in answer.sources
+        {"paper_id": s["paper_id"], "score": s["score"], "dense_score": s["dense_score"]} for s in shown["sources"]
     ]
     conn = _connect(data_dir)
     try:
@@ -83,9 +84,9 @@ def _insert(data_dir: Path, answer: Answer, kind: str, session: str | None) -> i
                     answer.model,
                     answer.prompt_version,
                     int(answer.abstained),
-                    json.dumps(answer.warnings),
+                    json.dumps(shown["warnings"]),
                     json.dumps(answer.timings),
-                    json.dumps(answer.as_dict(), default=str),
+                    json.dumps(shown, default=str),
                 ),
             )
         return int(cur.lastrowid or 0)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from rag_assistant.answer.models import AnswerWarning, WarningKind
 from rag_assistant.errors import QuestionError
 
 
-def check_question(question: str, max_chars: int) -> tuple[str, list[str]]:
+def check_question(question: str, max_chars: int) -> tuple[str, list[AnswerWarning]]:
     """The question to answer (trimmed, cut at `max_chars`) and the warnings to show with its answer.
 
     A question without a single letter or digit ("", "   ", "?!...") is a usage error rather than a search
@@ -25,4 +26,4 @@ def check_question(question: str, max_chars: int) -> tuple[str, list[str]]:
         f"the question was cut to its first {len(cut):,} of {len(text):,} characters "
         "(max_question_chars, RAG_ASSISTANT_MAX_QUESTION_CHARS)"
     )
-    return cut, [note]
+    return cut, [AnswerWarning(WarningKind.QUESTION, note)]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from rag_assistant.answer.analysis import PaperView, QuestionView, analyse_papers, analyse_question
-from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKind
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.plan import Plan
@@ -93,7 +93,7 @@ def survey_answer(
     survey.notes = {p: key_sentence(judged.question, by_id[p]) or "" for p in survey.possible}
     answer.survey = survey.as_dict()
     listed = [by_id[p] for p in survey.papers + survey.possible]
-    answer.sources = [replace(v.source, rank=i).as_dict() for i, v in enumerate(listed, start=1)]
+    answer.sources = [replace(v.source, rank=i) for i, v in enumerate(listed, start=1)]
     chosen = [by_id[p] for p in survey.papers]
     return partial(chain.generator.survey, judged.question, chosen), partial(_use_survey, chain, answer, survey, by_id)
 
@@ -108,7 +108,8 @@ def _use_survey(chain: AnswerChain, answer: Answer, survey: Survey, by_id: dict[
     extra = []
     if left_out:  # every listed paper is cited or named as left out, never silently dropped
         who = "the model" if chain.generator.mode == "llm" else "the answerer (no usable sentence)"
-        answer.warnings.append(f"{len(left_out)} of {len(survey.papers)} matching papers not described by {who}")
+        detail = f"{len(left_out)} of {len(survey.papers)} matching papers not described by {who}"
+        answer.warnings.append(AnswerWarning(WarningKind.SURVEY, detail))
         extra.append("Also matching, not described: " + ", ".join(f"[{p}]" for p in left_out))
     answer.answer = assemble(survey, _lines(answer.answer, by_id), extra)
     answer.timings["verify"] = round(time.perf_counter() - t, 4)
@@ -130,7 +131,8 @@ def near_miss_answer(chain: AnswerChain, answer: Answer, judged: Judged) -> None
     answer.near_miss = miss.as_dict()
     model = ExtractiveGenerator.describe()
     if answer.mode != "extractive":
-        answer.warnings.append("near miss: the closest papers are quoted, the LLM was not asked")
+        detail = "near miss: the closest papers are quoted, the LLM was not asked"
+        answer.warnings.append(AnswerWarning(WarningKind.NEAR_MISS, detail))
         answer.mode, answer.model = "extractive", model
     draft = Draft("\n\n".join(lines), model)
     chain.verify(answer, draft, [by_id[p].source.paper for p in miss.closest])

@@ -41,7 +41,7 @@ def render_answer(console: Console, answer: Answer, show_sources: bool = False) 
     if show_sources or answer.abstained:
         render_sources(console, answer, heading="Closest papers" if answer.abstained else "Sources")
     for warning in answer.warnings:
-        console.print(f"[yellow]warning:[/] {safe(warning)}")
+        console.print(f"[yellow]warning:[/] {safe(warning.detail)}")
     console.print(f"[dim]{safe(mode_line(answer))} · {answer.timings.get('total', 0):.1f}s[/]")
 
 
@@ -59,11 +59,10 @@ def render_possible(console: Console, answer: Answer) -> None:
 def render_sources(console: Console, answer: Answer, heading: str = "Sources") -> None:
     console.print(f"\n[bold]{heading}[/]")
     for s in answer.sources:
-        dense = f"{s['dense_score']:.3f}" if s.get("dense_score") is not None else "-"
-        snippet = (s.get("title") or s["text"])[:100]
+        dense = f"{s.dense_score:.3f}" if s.dense_score is not None else "-"
+        snippet = (s.paper.title or s.paper.text)[:100]
         console.print(
-            f"  {s['rank']}. [bold]{tag(s['paper_id'])}[/] score {s['score']:.3f} cosine {dense} "
-            f"[dim]{safe(snippet)}...[/]"
+            f"  {s.rank}. [bold]{tag(s.paper_id)}[/] score {s.score:.3f} cosine {dense} [dim]{safe(snippet)}...[/]"
         )
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rag_assistant.answer.llm_client import LLMClient
     from rag_assistant.answer.models import Answer
+    from rag_assistant.corpus.models import Paper
     from rag_assistant.evaluate.metrics import Metrics
 
 SYSTEM = "You grade answers and search results about scientific papers. Start your reply with the verdict word."
@@ -67,7 +68,7 @@ class Grader:
         verdict = self._verdict("judge_relevance", question=question, answer=answer.answer)
         relevant = []
         for source in answer.sources[:k]:
-            text = f"{source['title']}. {source['text']}" if source.get("title") else str(source["text"])
+            text = abstract_text(source.paper)
             relevant.append(self._verdict("judge_answers", question=question, abstract=text) in ("YES", "PARTIAL"))
         return {
             "answer_relevance": _SCORE.get(verdict or "NO", 0.0),
@@ -80,3 +81,8 @@ class Grader:
             "calls": self.calls,
             "unparsed_replies": self.unparsed,
         }
+
+
+def abstract_text(paper: Paper) -> str:
+    """A paper as a judge reads it: "Title. Abstract", or the abstract alone."""
+    return f"{paper.title}. {paper.text}" if paper.title else paper.text

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from rag_assistant.answer.citations import strip_citations
 from rag_assistant.answer.models import Answer
 from rag_assistant.config import Settings
+from rag_assistant.evaluate.grading import abstract_text
 from rag_assistant.evaluate.metrics import Judged, Metrics
 
 JUDGE_SYSTEM = "You verify claims against scientific paper abstracts. Reply with exactly one word."
@@ -49,7 +50,7 @@ def parse_verdict(reply: str) -> float | None:
 
 
 def _abstracts(answer: Answer) -> dict[str, str]:
-    return {s["paper_id"]: f"{s['title']}. {s['text']}" if s.get("title") else str(s["text"]) for s in answer.sources}
+    return {s.paper_id: abstract_text(s.paper) for s in answer.sources}
 
 
 class OfflineJudge:

@@ -90,7 +90,7 @@ def record(
         "citations": [] if answer is None else answer.citations,
         "sentences": _sentences(answer, judged),
         "ranking": ranked,
-        "warnings": [] if answer is None else answer.warnings,
+        "warnings": [] if answer is None else [w.detail for w in answer.warnings],
         "timings": {} if answer is None else answer.timings,
         "usage": {} if answer is None else answer.usage,
     }

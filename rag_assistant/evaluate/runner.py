@@ -30,24 +30,6 @@ from rag_assistant.evaluate.records import (
 from rag_assistant.retrieve import Retriever, Source
 
 
-class RecordingRetriever(Retriever):
-    """Searches to `depth`, keeps the whole ranking in `last`, hands the chain the first k."""
-
-    def __init__(self, settings: Settings, depth: int) -> None:
-        super().__init__(settings)
-        self.depth = depth
-        self.last: list[Source] = []
-
-    def search(self, query: str, k: int | None = None) -> list[Source]:
-        k = k or self.settings.top_k
-        self.last = super().search(query, max(k, self.depth))
-        return self.last[:k]
-
-    def survey(self, query: str, n: int, depth: int) -> list[Source]:
-        self.last = super().survey(query, n, depth)
-        return self.last
-
-
 def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] | None, threshold: float) -> m.Metrics:
     """Every per-question metric except the retrieval ones (computed for all questions at once)."""
     out: m.Metrics = {}
@@ -65,7 +47,7 @@ def score_answer(item: EvalItem, answer: Answer | None, judged: list[m.Judged] |
         return out
     # the judge failed: validity and sentence share need no judge, support is left undefined
     sentences = judged if judged is not None else OfflineJudge(threshold).judge(answer)
-    duplicates = {s["paper_id"]: s.get("duplicates") or [] for s in answer.sources}
+    duplicates = {s.paper_id: s.duplicates for s in answer.sources}
     out["citation_validity"] = m.citation_validity(sentences)
     out.update(m.citation_prf(answer.citations, item.gold_papers, duplicates, item.borderline_papers))
     out["cited_sentence_share"] = m.cited_sentence_share(sentences)
@@ -87,16 +69,19 @@ def _streak(streak: list[str], exc: RagAssistantError) -> list[str]:
 
 
 def _answer_one(
-    chain: AnswerChain, retriever: RecordingRetriever, judge: Judge, item: EvalItem, k: int
+    chain: AnswerChain, judge: Judge, item: EvalItem, k: int, depth: int
 ) -> tuple[dict[str, Any], RagAssistantError | None]:
     """One question answered, judged and scored into its record; a RagAssistantError of the chain or the
     judge is recorded in it, not raised. Also returns the chain's error (for the failure streak)."""
-    retriever.last = []
     answer: Answer | None = None
     error: RagAssistantError | None = None
     judge_error = None
+    retrieved: list[Source] = []  # the ranking to `depth`, kept when the generator fails after retrieval
     try:
-        answer = chain.ask(item.question, k=k)
+        job = chain.prepare(item.question, k=k, depth=depth)
+        retrieved = job.ranking
+        chain.generate(job)
+        answer = chain.finish(job)
     except RagAssistantError as exc:
         error = exc
     judged: list[m.Judged] | None = None
@@ -109,7 +94,7 @@ def _answer_one(
                 graded = judge.grade(item.question, answer, k)
         except RagAssistantError as exc:
             judge_error = str(exc)
-    ranked = ranking(retriever.last)
+    ranked = ranking(retrieved)
     if answer is not None and answer.survey:  # a survey's ranking is its own: every candidate by match probability
         by_id = {r["paper_id"]: r for r in ranked}
         ranked = [{**by_id[p], "rank": i} for i, p in enumerate(answer.survey["ranking"], start=1) if p in by_id]
@@ -133,14 +118,14 @@ def run_eval(
     started = time.time()
     k = k or settings.top_k
     depth = max(k, MIN_DEPTH)
-    retriever = RecordingRetriever(settings, depth)
+    retriever = Retriever(settings)
     warnings = warm_up(retriever, items)
     chain = AnswerChain(settings, retriever=retriever, log=False)
     phases = {"setup": time.time() - started}
     results: list[dict[str, Any]] = []
     streak: list[str] = []  # systemic LLM failures in a row (see errors.SYSTEMIC_REASONS)
     for n, item in enumerate(items, start=1):
-        result, error = _answer_one(chain, retriever, judge, item, k)
+        result, error = _answer_one(chain, judge, item, k, depth)
         streak = [] if error is None else _streak(streak, error)
         results.append(result)
         if on_progress is not None:
