@@ -84,13 +84,14 @@ def candidates(data_dir: Path, items: list[dict], k: int, cache: Path | None) ->
             runs = {"top": top}
             if kind(item) == "survey":
                 runs["survey"] = r.survey(q, s.survey_candidates, s.survey_depth)
+            views = {}
             for name, sources in runs.items():
-                views = analyse_papers(sources, r.sentence_vectors, embed)
+                views[name] = analyse_papers(sources, r.sentence_vectors, embed)
                 found[name] = {
                     "ids": [[x.paper_id, *x.duplicates] for x in sources],
-                    "x": features(question, views, r.idf),
+                    "x": features(question, views[name], r.idf),
                 }
-            found["relevance"] = relevance(q, top, r.idf, embed, r.sentence_vectors)
+            found["relevance"] = relevance(question, views["top"], r.idf)
             stored[item["id"]] = found
             if n % 25 == 0:
                 print(f"  {n}/{len(todo)} questions", file=sys.stderr)

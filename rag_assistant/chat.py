@@ -204,8 +204,8 @@ class FollowUps:
         an RL sample-efficiency question, yet ranks nowhere for it."""
         if len(set(_topic_words(question))) < 2:
             return None  # "do they use attention?" asks about the papers, whatever else mentions attention
-        sources = self.chain.retriever.search(question)
-        if not sources or self.chain.relevance(question, sources) < self.chain.settings.abstain_threshold:
+        sources, threshold = self.chain.retriever.search(question), self.chain.settings.abstain_threshold
+        if not sources or self.chain.relevance(*self.chain.analyse(question, sources)) < threshold:
             return None
         return None if {s.paper_id for s in sources} & set(cited) else sources
 

@@ -1,7 +1,8 @@
-"""One analysis of the question and of each retrieved paper, made once per question and read by everything
-that judges papers against the question (the survey selection, the near-miss check, the extractive answerer):
-a paper's sentences, their vectors (stored at ingest), its stems and keyword terms, and its sentences' roles;
-the question's vector, terms and content words, with how central each word is to it.
+"""One analysis of the question and of each retrieved paper, made once per question when its sources are known
+and read by everything that judges papers against the question (relevance and abstention, the survey
+selection, the near-miss check, the answerers, the citation check): a paper's sentences, their vectors (stored
+at ingest), stems and roles, its stems and keyword terms; the question's vector, terms and content words,
+with how central each word is to it.
 
 Concept coverage is what lets a survey tell a paper that does what was asked from one that shares the topic:
 for each content word w of the question, covered(w, paper) is 1 when the paper has w's stem, else w's best
@@ -10,7 +11,7 @@ cosine with one of the paper's sentences (the word said in other words), and cen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -18,14 +19,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag_assistant.answer.roles import abstract_roles
-from rag_assistant.text import content_words, split_sentences, stems
+from rag_assistant.text import content_words, query_terms, split_sentences, stems, tokenize
 
 if TYPE_CHECKING:
-    from rag_assistant.answer.citations import SentenceVectors
+    from rag_assistant.corpus.models import Paper
     from rag_assistant.retrieve import Source
 
 Embed = Callable[[list[str]], np.ndarray]
 Idf = Callable[[list[str]], dict[str, float]]
+# papers -> paper id -> the vectors of its sentences, aligned with split_sentences(paper.text): computed once
+# at ingest and read from the index (Retriever.sentence_vectors), so answering embeds no abstract sentence
+SentenceVectors = Callable[[Sequence["Paper"]], Mapping[str, np.ndarray]]
 
 
 @dataclass
@@ -46,6 +50,11 @@ class PaperView:
     def roles(self) -> list[str]:
         return abstract_roles(self.sentences)
 
+    @cached_property
+    def sentence_stems(self) -> list[frozenset[str]]:
+        """Each sentence's Snowball stems (term recall of the extractive answer, key sentences)."""
+        return [frozenset(stems(s)) for s in self.sentences]
+
 
 @dataclass
 class QuestionView:
@@ -53,9 +62,14 @@ class QuestionView:
 
     text: str
     vector: np.ndarray
-    terms: list[str]  # keyword tokens without question words (keyword.query_terms)
-    words: list[str]  # distinct content words, in order
+    terms: list[str]  # keyword tokens without question words (text.query_terms)
+    content: list[str]  # distinct content words, in order (relevance's missing-concept penalty)
     embed: Embed = field(repr=False)
+
+    @cached_property
+    def words(self) -> list[str]:
+        """The content words about what a paper does (no META_WORDS), in order."""
+        return [w for w in self.content if w not in META_WORDS]
 
     @cached_property
     def word_vectors(self) -> np.ndarray:
@@ -80,30 +94,23 @@ META_WORDS = frozenset(
 
 
 def analyse_question(question: str, embed: Embed) -> QuestionView:
-    from rag_assistant.text import query_terms
-
-    words = [w for w in dict.fromkeys(content_words(question)) if w not in META_WORDS]
-    return QuestionView(
-        question,
-        embed([question])[0],
-        list(dict.fromkeys(query_terms(question))),
-        words,
-        embed,
-    )
+    content = list(dict.fromkeys(content_words(question)))
+    return QuestionView(question, embed([question])[0], list(dict.fromkeys(query_terms(question))), content, embed)
 
 
 def analyse_papers(sources: Sequence[Source], vectors: SentenceVectors | None, embed: Embed) -> list[PaperView]:
-    """A view of each source, in order; sentence vectors from the index (`vectors`), else embedded now."""
-    from rag_assistant.answer.citations import sentence_vectors
-    from rag_assistant.text import tokenize
-
+    """A view of each source, in order; sentence vectors from the index (`vectors`), else embedded now (a
+    caller without an index)."""
     papers = [s.paper for s in sources]
     texts = [f"{p.title or ''} {p.text}" for p in papers]
-    all_vectors = sentence_vectors(papers, vectors, embed)
-    all_terms = tokenize(texts)
+    sentences = [split_sentences(p.text) for p in papers]
+    found = vectors(papers) if vectors is not None else None
+    all_vectors = [embed(s) if found is None else found[p.paper_id] for p, s in zip(papers, sentences, strict=True)]
     return [
-        PaperView(source, split_sentences(source.paper.text), vecs, frozenset(stems(text)), frozenset(terms))
-        for source, vecs, text, terms in zip(sources, all_vectors, texts, all_terms, strict=True)
+        PaperView(source, sents, vecs, frozenset(stems(text)), frozenset(terms))
+        for source, sents, vecs, text, terms in zip(
+            sources, sentences, all_vectors, texts, tokenize(texts), strict=True
+        )
     ]
 
 

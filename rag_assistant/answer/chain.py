@@ -16,7 +16,6 @@ from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKin
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import Settings
-from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError, LogNotWrittenError
 from rag_assistant.plan import Plan, plan_question
 from rag_assistant.retrieve import Retriever, Source
@@ -38,7 +37,9 @@ class Generator(Protocol):
     mode: str
     model: str
 
-    def answer(self, question: str, sources: list[Source], on_token: Callable[[str], None] | None = None) -> Draft: ...
+    def answer(
+        self, question: QuestionView, papers: list[PaperView], on_token: Callable[[str], None] | None = None
+    ) -> Draft: ...
 
     def survey(
         self, question: QuestionView, papers: list[PaperView], on_token: Callable[[str], None] | None = None
@@ -61,7 +62,7 @@ def make_generator(settings: Settings, retriever: Retriever) -> Generator:
         return LLMGenerator(settings)
     from rag_assistant.answer.extractive import ExtractiveGenerator
 
-    return ExtractiveGenerator(retriever.embedder.embed_cached, settings.answer_sentences, retriever.sentence_vectors)
+    return ExtractiveGenerator(settings.answer_sentences)
 
 
 @dataclass
@@ -95,12 +96,18 @@ class AnswerChain:
     def mode(self) -> str:
         return self.generator.mode
 
-    def relevance(self, question: str, sources: list[Source]) -> float:
+    def analyse(self, question: str, sources: list[Source]) -> tuple[QuestionView, list[PaperView]]:
+        """The question and each source read once (answer/analysis.py) for everything that judges them."""
+        from rag_assistant.answer.analysis import analyse_papers, analyse_question
+
+        embed = self.retriever.embedder.embed_cached
+        return analyse_question(question, embed), analyse_papers(sources, self.retriever.sentence_vectors, embed)
+
+    def relevance(self, question: QuestionView, papers: list[PaperView]) -> float:
         """How well the retrieved papers answer the question, 0..1 (answer/relevance.py says how)."""
         from rag_assistant.answer.relevance import relevance
 
-        r = self.retriever
-        return relevance(question, sources, r.idf, r.embedder.embed_cached, r.sentence_vectors)
+        return relevance(question, papers, self.retriever.idf)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
         """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
@@ -154,24 +161,25 @@ class AnswerChain:
         answer.sources = sources[: plan.max_papers if plan.survey else len(sources)]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
-        answer.relevance = self.relevance(query, sources)
+        question_view, views = self.analyse(query, sources)
+        answer.relevance = self.relevance(question_view, views)
         job = Job(answer, started, notes, ranking)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
         elif pinned:
-            self._answer_job(job, query, sources)
+            self._answer_job(job, question_view, views)
         else:
             from rag_assistant.answer import shapes
 
-            judged = shapes.judge(self, query, sources, k or self.settings.top_k, plan.survey)
+            judged = shapes.judge(self, question_view, views, k or self.settings.top_k, plan.survey)
             answer.timings["judge"] = judged.seconds
             if judged.near_miss(self.settings.near_miss_threshold):
                 shapes.near_miss_answer(self, answer, judged)
             elif plan.survey:
                 job.request, job.use = shapes.survey_answer(self, answer, judged, plan) or (None, None)
             else:
-                self._answer_job(job, query, sources)
+                self._answer_job(job, question_view, views)
         return job
 
     def generate(self, job: Job, on_token: Callable[[str], None] | None = None) -> None:
@@ -204,11 +212,11 @@ class AnswerChain:
             return self.retriever.survey(query, self.settings.survey_candidates, self.settings.survey_depth)
         return self.retriever.search(query, max(k or self.settings.top_k, depth or 0))
 
-    def _answer_job(self, job: Job, query: str, sources: list[Source]) -> None:
-        job.request = partial(self.generator.answer, query, sources)
-        job.use = partial(self._use_answer, job.answer, [s.paper for s in sources])
+    def _answer_job(self, job: Job, question: QuestionView, papers: list[PaperView]) -> None:
+        job.request = partial(self.generator.answer, question, papers)
+        job.use = partial(self._use_answer, job.answer, papers)
 
-    def _use_answer(self, answer: Answer, papers: list[Paper], draft: Draft) -> None:
+    def _use_answer(self, answer: Answer, papers: list[PaperView], draft: Draft) -> None:
         if draft.abstained:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT if not draft.text else draft.text
@@ -217,10 +225,12 @@ class AnswerChain:
         self.verify(answer, draft, papers)
         answer.timings["verify"] = round(time.perf_counter() - t, 4)
 
-    def verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None:
-        """Verify everything the generator wrote; abstention is decided here, on the whole answer: no valid
-        citation at all and nothing but the not-found phrase. Anything else is shown verified, with warnings."""
-        scorer = SupportScorer(self.retriever.embedder.embed_cached, self.retriever.sentence_vectors)
+    def verify(self, answer: Answer, draft: Draft, views: list[PaperView]) -> None:
+        """Verify everything the generator wrote against these papers; abstention is decided here, on the whole
+        answer: no valid citation at all and nothing but the not-found phrase. Anything else is shown verified,
+        with warnings."""
+        scorer = SupportScorer(self.retriever.embedder.embed_cached, views)
+        papers = [v.source.paper for v in views]
         checked = verify(draft.text, papers, scorer, self.settings.support_threshold, labels=draft.labels)
         if not checked.citations and is_not_found(draft.text, Resolver([p.paper_id for p in papers], draft.labels)):
             answer.abstained = True

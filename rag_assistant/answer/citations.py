@@ -3,7 +3,7 @@ sentences and score how well each cited abstract supports its sentence.
 
 Support score (offline, 0..1) of sentence s against abstract A:
     0.5 * max cosine(s, a) over the sentences a of A   (all-MiniLM-L6-v2, the index's model; the vectors of A's
-                                                        sentences are the ones stored at ingest, SentenceVectors)
+                                                        sentences are the ones stored at ingest, analysis.py)
   + 0.5 * share of s's content words that occur in A    (Snowball stems; stop words and citations removed)
 A sentence copied from A scores 1.0; a faithful paraphrase ~0.6-0.8; an unrelated claim < 0.35."""
 
@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from rag_assistant.text import (
     stems,
     unmark,
 )
+
+if TYPE_CHECKING:
+    from rag_assistant.answer.analysis import PaperView
 
 NOT_FOUND = "The corpus does not cover this question."
 _NOT_FOUND_LETTERS = "thecorpusdoesnotcoverthisquestion"
@@ -234,39 +238,28 @@ def _standing_alone(line: str, resolver: Resolver) -> Notes | None:
 
 
 Embed = Callable[[list[str]], np.ndarray]
-# papers -> paper id -> the vectors of its sentences, aligned with split_sentences(paper.text): computed once
-# at ingest and read from the index (Retriever.sentence_vectors), so answering embeds no abstract sentence
-SentenceVectors = Callable[[Sequence[Paper]], Mapping[str, np.ndarray]]
-
-
-def sentence_vectors(papers: Sequence[Paper], vectors: SentenceVectors | None, embed: Embed) -> list[np.ndarray]:
-    """Per paper, the vectors of its sentences (n x dim, in split_sentences order): from `vectors`, or embedded
-    now when there is none (a scorer or generator used without an index)."""
-    if vectors is not None:
-        found = vectors(papers)
-        return [found[p.paper_id] for p in papers]
-    return [embed(split_sentences(p.text)) for p in papers]
 
 
 class SupportScorer:
-    """Scores claims against abstracts; abstract sentence vectors come from `vectors` (the index's stored
-    ones), or are embedded once per paper without it."""
+    """Scores claims against abstracts, read from their `views` (analysis.py: sentences, their vectors stored at
+    ingest, stems); a paper without a view is analysed here, its sentences embedded (a scorer without an index)."""
 
-    def __init__(self, embed: Embed, vectors: SentenceVectors | None = None) -> None:
+    def __init__(self, embed: Embed, views: Sequence[PaperView] = ()) -> None:
         self.embed = embed
-        self.vectors = vectors
+        self._views = {v.paper_id: v for v in views}
         self._cache: dict[str, tuple[np.ndarray, set[str], frozenset[str]]] = {}
 
     def _load(self, papers: Sequence[Paper]) -> None:
-        todo = list({p.paper_id: p for p in papers if p.paper_id not in self._cache}.values())
-        for paper, vecs in zip(todo, sentence_vectors(todo, self.vectors, self.embed), strict=True):
+        for paper in {p.paper_id: p for p in papers if p.paper_id not in self._cache}.values():
+            view = self._views.get(paper.paper_id)
+            sentences = view.sentences if view else split_sentences(paper.text)
+            vecs = view.vectors if view else self.embed(sentences)
             # an answer's claims are checked as shown (LaTeX made readable): an abstract's words and sentences
             # count both as stored and as shown
             shown = unmark(clean_markup(paper.text, mark=True))
-            words = set(stems(f"{paper.title or ''} {paper.text} {shown}"))
+            words = set(view.stems if view else stems(f"{paper.title or ''} {paper.text}")) | set(stems(shown))
             if not len(vecs):  # no sentence: the whole text, as one
                 vecs = self.embed([paper.text])
-            sentences = split_sentences(paper.text)
             quotes = [*sentences, *(unmark(clean_markup(s, mark=True)) for s in sentences)]
             self._cache[paper.paper_id] = (vecs, words, frozenset(quotes))
 

@@ -13,8 +13,8 @@ The answer's shape follows the question (roles.asks_for_topic; when the words do
   70% of the leader's retrieval score whose key sentence scores at least 40% of the best one. On the dev splits
   (conference and bundled) these two cut-offs gave the best topic citation F1 of a 0-0.8 x 0.4-0.75 grid
   (benchmarks/topic_cutoffs.py).
-Sentence vectors are the index's, computed once at ingest (`SentenceVectors`); only the question is embedded.
-Deterministic: same index and question, same answer."""
+Sentences, their vectors (the index's, computed once at ingest), stems and roles come from the papers' one
+analysis (analysis.py); nothing is embedded here. Deterministic: same index and question, same answer."""
 
 from __future__ import annotations
 
@@ -26,14 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from rag_assistant.answer.analysis import PaperView, QuestionView
-from rag_assistant.answer.citations import SentenceVectors, sentence_vectors
 from rag_assistant.answer.models import Draft
 from rag_assistant.answer.roles import (
     BACKGROUND,
     METHOD,
     OTHER,
     RESULT,
-    abstract_roles,
     asks_for_topic,
     asks_to_compare,
     compares,
@@ -41,7 +39,7 @@ from rag_assistant.answer.roles import (
 )
 from rag_assistant.index.embedding import MODEL_NAME
 from rag_assistant.retrieve import Source
-from rag_assistant.text import split_sentences, stems
+from rag_assistant.text import stems
 
 _RELATIVE_FLOOR = 0.6
 # Background and housekeeping sentences rarely answer a question; method and result sentences do.
@@ -53,14 +51,14 @@ _MIN_WORDS = 5
 _COMPARISON_BONUS = 0.08  # a comparison question prefers the sentences that compare
 
 
-def term_recall(question_terms: set[str], sentence_terms: set[str], idf: dict[str, float]) -> float:
+def term_recall(question_terms: set[str], sentence_terms: frozenset[str], idf: dict[str, float]) -> float:
     """IDF-weighted share of the question's terms that the sentence contains."""
     unseen = max(idf.values(), default=1.0)  # a term no candidate has is as rare as they come
     total = sum(idf.get(t, unseen) for t in question_terms)
     return sum(idf.get(t, unseen) for t in question_terms & sentence_terms) / total if total else 0.0
 
 
-def local_idf(sentence_terms: list[set[str]]) -> dict[str, float]:
+def local_idf(sentence_terms: Sequence[frozenset[str]]) -> dict[str, float]:
     """IDF over the candidate sentences: words every abstract uses ('model', 'language') weigh little."""
     n = len(sentence_terms)
     df: dict[str, int] = {}
@@ -97,11 +95,7 @@ class ExtractiveGenerator:
     mode = "extractive"
     sentence_floor = _RELATIVE_FLOOR  # a sentence must score this share of the best sentence
 
-    def __init__(
-        self, embed: Callable[[list[str]], np.ndarray], max_sentences: int = 4, vectors: SentenceVectors | None = None
-    ) -> None:
-        self.embed = embed
-        self.vectors = vectors  # the abstracts' sentence vectors (Retriever.sentence_vectors); None: embedded here
+    def __init__(self, max_sentences: int = 4) -> None:
         self.max_sentences = max_sentences
         self.model = self.describe()
 
@@ -109,23 +103,24 @@ class ExtractiveGenerator:
     def describe() -> str:
         return f"extractive ({MODEL_NAME} sentence ranking)"
 
-    def answer(self, question: str, sources: Sequence[Source], on_token: Callable[[str], None] | None = None) -> Draft:
+    def answer(
+        self, question: QuestionView, papers: Sequence[PaperView], on_token: Callable[[str], None] | None = None
+    ) -> Draft:
         """The quoted answer. on_token is not called: the answer exists only whole, once every candidate
         sentence is scored, and is shown once verified (as before streaming went through this interface)."""
-        candidates = _candidates(sources)
+        candidates = _candidates(papers)
         if not candidates:
             return Draft("", self.model, abstained=True)
-        q_vec = self.embed([question])[0]
-        per_paper = sentence_vectors([s.paper for s in sources], self.vectors, self.embed)
-        s_vecs = np.stack([per_paper[c.rank][c.position] for c in candidates])
-        terms = set(stems(question))
-        sentence_terms = [set(stems(c.sentence)) for c in candidates]
+        sources = [p.source for p in papers]
+        s_vecs = np.stack([papers[c.rank].vectors[c.position] for c in candidates])
+        terms = set(stems(question.text))
+        sentence_terms = [papers[c.rank].sentence_stems[c.position] for c in candidates]
         idf = local_idf(sentence_terms)
         top_score = max(s.score for s in sources) or 1.0
-        comparing = asks_to_compare(question)
+        comparing = asks_to_compare(question.text)
         relevance = np.array(
             [
-                0.65 * float(s_vecs[i] @ q_vec)
+                0.65 * float(s_vecs[i] @ question.vector)
                 + 0.25 * term_recall(terms, sentence_terms[i], idf)
                 + 0.10 * (sources[c.rank].score / top_score)
                 + _ROLE_BONUS[c.role]
@@ -133,7 +128,7 @@ class ExtractiveGenerator:
                 for i, c in enumerate(candidates)
             ]
         )
-        if _wants_several(question, sources):
+        if _wants_several(question.text, sources):
             # a blank line between items: each stays its own paragraph through citation checking
             text = "\n\n".join(self._topic_lines(candidates, relevance, sources))
         else:
@@ -231,13 +226,12 @@ def _claims(indices: list[int], roles: Sequence[str], dangling: Sequence[bool]) 
     return [i for i in claims if not dangling[i]] or claims or indices
 
 
-def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
+def _candidates(papers: Sequence[PaperView]) -> list[_Candidate]:
     out = []
-    for rank, source in enumerate(sources):
-        sentences = split_sentences(source.paper.text)
-        for pos, (sentence, role) in enumerate(zip(sentences, abstract_roles(sentences), strict=True)):
+    for rank, paper in enumerate(papers):
+        for pos, (sentence, role) in enumerate(zip(paper.sentences, paper.roles, strict=True)):
             if len(sentence.split()) >= _MIN_WORDS:
-                out.append(_Candidate(rank, pos, source.paper_id, sentence, role, refers_back(sentence)))
+                out.append(_Candidate(rank, pos, paper.paper_id, sentence, role, refers_back(sentence)))
     return out
 
 
@@ -262,8 +256,7 @@ def key_sentence(question: QuestionView, paper: PaperView) -> str | None:
     cosine = paper.vectors @ question.vector
 
     def score(i: int) -> float:
-        words = set(stems(paper.sentences[i]))
-        share = len(terms & words) / len(terms) if terms else 0.0
+        share = len(terms & paper.sentence_stems[i]) / len(terms) if terms else 0.0
         return 0.7 * float(cosine[i]) + 0.3 * share + _ROLE_BONUS[paper.roles[i]]
 
     return paper.sentences[max(usable, key=score)]

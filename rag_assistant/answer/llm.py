@@ -51,13 +51,16 @@ class LLMGenerator:
         self.survey_system = load_prompt("survey_system")
         self.survey_user = load_prompt("survey_user")
 
-    def answer(self, question: str, sources: Sequence[Source], on_token: Callable[[str], None] | None = None) -> Draft:
+    def answer(
+        self, question: QuestionView, papers: Sequence[PaperView], on_token: Callable[[str], None] | None = None
+    ) -> Draft:
         """The model's answer; streamed through on_token when given, with every citation held back until it
         resolves to a retrieved paper, and the client's secrets masked."""
+        sources = [p.source for p in papers]
         labels = source_labels(sources, self.numbered_labels)
         example = "[1]" if self.numbered_labels else f"[{sources[0].paper_id if sources else '004:17'}]"
         system = self.system.format(not_found=NOT_FOUND, example=example)
-        user = self.user.format(question=question, sources=format_sources(sources, labels))
+        user = self.user.format(question=question.text, sources=format_sources(sources, labels))
         resolver = Resolver([s.paper_id for s in sources], labels)
         text, usage, warnings = self._complete(system, user, resolver, on_token)
         return Draft(text, self.model, self.prompt_version, usage, labels=labels, warnings=warnings)

@@ -18,79 +18,44 @@ relevance = mean(best chunk cosine, key-term coverage, best sentence cosine) - m
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rag_assistant.answer.analysis import Idf, term_share
+
 if TYPE_CHECKING:
-    from rag_assistant.answer.citations import SentenceVectors
-    from rag_assistant.retrieve import Source
-
-Embed = Callable[[list[str]], np.ndarray]
-Idf = Callable[[list[str]], dict[str, float]]  # BM25 IDF of terms over the indexed chunks (Retriever.idf)
+    from rag_assistant.answer.analysis import PaperView, QuestionView
 
 
-def relevance(
-    question: str, sources: Sequence[Source], idf: Idf, embed: Embed, vectors: SentenceVectors | None = None
-) -> float:
-    """0..1; see the module docstring. `embed` embeds the question and its words; `vectors` gives the
-    abstracts' sentence vectors."""
-    if not sources:
+def relevance(question: QuestionView, papers: Sequence[PaperView], idf: Idf) -> float:
+    """0..1; see the module docstring. `papers` are the retrieved papers' views, best first (analysis.py)."""
+    if not papers:
         return 0.0
-    from rag_assistant.answer.citations import sentence_vectors
-    from rag_assistant.text import split_sentences
-
-    top = list(sources[:3])
-    dense = max((s.dense_score for s in sources if s.dense_score is not None), default=0.0)
-    per_paper = [split_sentences(source.paper.text) for source in top]
-    sentences = [s for group in per_paper for s in group]
-    q_vec = embed([question])[0]
-    s_vecs = np.concatenate(sentence_vectors([s.paper for s in top], vectors, embed))
-    statement = float((s_vecs @ q_vec).max()) if sentences else 0.0
-    base = (max(dense, 0.0) + _coverage(question, top, idf) + max(statement, 0.0)) / 3
-    penalty = _missing_concept(question, top, per_paper, q_vec, s_vecs, embed)
-    return round(max(base - penalty, 0.0), 4)
+    top = list(papers[:3])
+    dense = max((p.source.dense_score for p in papers if p.source.dense_score is not None), default=0.0)
+    s_vecs = np.concatenate([p.vectors for p in top])
+    statement = float((s_vecs @ question.vector).max()) if len(s_vecs) else 0.0
+    weights = idf(sorted(set(question.terms)))
+    coverage = max(term_share(question, p, weights) for p in top)
+    base = (max(dense, 0.0) + coverage + max(statement, 0.0)) / 3
+    return round(max(base - _missing_concept(question, top, s_vecs), 0.0), 4)
 
 
-def _coverage(question: str, top: list[Source], idf: Idf) -> float:
-    from rag_assistant.text import query_terms, tokenize
+def _missing_concept(question: QuestionView, top: list[PaperView], s_vecs: np.ndarray) -> float:
+    from rag_assistant.text import stems
 
-    terms = set(query_terms(question))
-    weights = idf(sorted(terms))
-    total = sum(weights.values())
-    if not total:
-        return 0.0
-    best = 0.0
-    for source in top:
-        words = set(tokenize([f"{source.paper.title or ''} {source.paper.text}"])[0])
-        best = max(best, sum(weights[t] for t in terms & words) / total)
-    return best
-
-
-def _missing_concept(
-    question: str,
-    top: list[Source],
-    per_paper: list[list[str]],
-    q_vec: np.ndarray,
-    s_vecs: np.ndarray,
-    embed: Embed,
-) -> float:
-    from rag_assistant.text import content_words, stems
-
-    words = list(dict.fromkeys(content_words(question)))
+    words = question.content
     if not words or not len(s_vecs):
         return 0.0
     # a call of its own: batched with the sentences, the words would be padded to sentence length (~10x slower)
-    w_vecs = embed(words)
-    centrality = np.clip(w_vecs @ q_vec, 0.0, None)
+    w_vecs = question.embed(words)
+    centrality = np.clip(w_vecs @ question.vector, 0.0, None)
     word_stems = [(stems(w) or [w])[0] for w in words]
-    penalty, start = 1.0, 0
-    for source, group in zip(top, per_paper, strict=True):
-        block = s_vecs[start : start + len(group)]
-        start += len(group)
-        have = set(stems(f"{source.paper.title or ''} {source.paper.text}"))
-        near = (w_vecs @ block.T).max(axis=1) if len(group) else np.zeros(len(words))
-        covered = np.array([1.0 if st in have else float(c) for st, c in zip(word_stems, near, strict=True)])
+    penalty = 1.0
+    for paper in top:
+        near = (w_vecs @ paper.vectors.T).max(axis=1) if len(paper.sentences) else np.zeros(len(words))
+        covered = np.array([1.0 if st in paper.stems else float(c) for st, c in zip(word_stems, near, strict=True)])
         penalty = min(penalty, float(np.sort(centrality * (1.0 - covered))[-2:].mean()))
     return penalty

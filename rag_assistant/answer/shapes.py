@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from rag_assistant.answer.analysis import PaperView, QuestionView, analyse_papers, analyse_question
+from rag_assistant.answer.analysis import PaperView, QuestionView
 from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKind
 from rag_assistant.config import Settings
-from rag_assistant.corpus.models import Paper
 from rag_assistant.plan import Plan
-from rag_assistant.retrieve import Retriever, Source
+from rag_assistant.retrieve import Retriever
 
 if TYPE_CHECKING:
     from rag_assistant.answer.survey import Survey
@@ -32,7 +31,7 @@ class AnswerChain(Protocol):
     retriever: Retriever
     generator: Any
 
-    def verify(self, answer: Answer, draft: Draft, papers: list[Paper]) -> None: ...
+    def verify(self, answer: Answer, draft: Draft, views: list[PaperView]) -> None: ...
 
 
 _CITED = re.compile(r"\[([^\[\]]+)\]")
@@ -57,14 +56,12 @@ class Judged:
         return {v.paper_id: v for v in self.views}
 
 
-def judge(chain: AnswerChain, query: str, sources: list[Source], k: int, survey: bool) -> Judged:
+def judge(chain: AnswerChain, question: QuestionView, views: list[PaperView], k: int, survey: bool) -> Judged:
     """Every source judged against the question; the near-miss model reads the top k as a plain answer would."""
     from rag_assistant.answer.match import features, load_model
 
     t = time.perf_counter()
     r = chain.retriever
-    question = analyse_question(query, r.embedder.embed_cached)
-    views = analyse_papers(sources, r.sentence_vectors, r.embedder.embed_cached)
     near = load_model("near_miss").probability(features(question, views[:k], r.idf))
     probability = load_model("survey").probability(features(question, views, r.idf)) if survey else near
     best = float(near.max()) if len(near) else 0.0
@@ -103,7 +100,7 @@ def _use_survey(chain: AnswerChain, answer: Answer, survey: Survey, by_id: dict[
     from rag_assistant.answer.survey import assemble
 
     t = time.perf_counter()
-    chain.verify(answer, draft, [by_id[p].source.paper for p in survey.papers])
+    chain.verify(answer, draft, [by_id[p] for p in survey.papers])
     left_out = [p for p in survey.papers if p not in answer.citations]
     extra = []
     if left_out:  # every listed paper is cited or named as left out, never silently dropped
@@ -135,7 +132,7 @@ def near_miss_answer(chain: AnswerChain, answer: Answer, judged: Judged) -> None
         answer.warnings.append(AnswerWarning(WarningKind.NEAR_MISS, detail))
         answer.mode, answer.model = "extractive", model
     draft = Draft("\n\n".join(lines), model)
-    chain.verify(answer, draft, [by_id[p].source.paper for p in miss.closest])
+    chain.verify(answer, draft, [by_id[p] for p in miss.closest])
     answer.answer = "\n\n".join([lead_text(miss), answer.answer])
 
 
