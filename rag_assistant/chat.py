@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from rag_assistant.answer.chain import AnswerChain
 from rag_assistant.answer.models import Answer, AnswerWarning, WarningKind
 from rag_assistant.answer.question import check_question
+from rag_assistant.answer.relevance import relevance
 from rag_assistant.corpus.models import Paper
 from rag_assistant.text import content_words
 
@@ -204,8 +205,9 @@ class FollowUps:
         an RL sample-efficiency question, yet ranks nowhere for it."""
         if len(set(_topic_words(question))) < 2:
             return None  # "do they use attention?" asks about the papers, whatever else mentions attention
-        sources, threshold = self.chain.retriever.search(question), self.chain.settings.abstain_threshold
-        if not sources or self.chain.relevance(*self.chain.analyse(question, sources)) < threshold:
+        chain = self.chain
+        sources = chain.retriever.search(question)  # none: relevance 0
+        if relevance(*chain.analyse(question, sources), chain.retriever.idf) < chain.settings.abstain_threshold:
             return None
         return None if {s.paper_id for s in sources} & set(cited) else sources
 

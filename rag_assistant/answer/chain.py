@@ -9,20 +9,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from rag_assistant.answer.analysis import PaperView, QuestionView, analyse_papers, analyse_question
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
 from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKind, warnings_of
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
+from rag_assistant.answer.relevance import relevance
 from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError, LogNotWrittenError
 from rag_assistant.plan import Plan, plan_question
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup
-
-if TYPE_CHECKING:
-    from rag_assistant.answer.analysis import PaperView, QuestionView
 
 ABSTAIN_TEXT = "The corpus does not cover this question: no retrieved abstract is relevant enough to answer it."
 MODEL_ABSTAIN_TEXT = "The corpus does not cover this question: the model found no answer in the retrieved abstracts."
@@ -98,16 +97,8 @@ class AnswerChain:
 
     def analyse(self, question: str, sources: list[Source]) -> tuple[QuestionView, list[PaperView]]:
         """The question and each source read once (answer/analysis.py) for everything that judges them."""
-        from rag_assistant.answer.analysis import analyse_papers, analyse_question
-
         embed = self.retriever.embedder.embed_cached
         return analyse_question(question, embed), analyse_papers(sources, self.retriever.sentence_vectors, embed)
-
-    def relevance(self, question: QuestionView, papers: list[PaperView]) -> float:
-        """How well the retrieved papers answer the question, 0..1 (answer/relevance.py says how)."""
-        from rag_assistant.answer.relevance import relevance
-
-        return relevance(question, papers, self.retriever.idf)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
         """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
@@ -162,7 +153,7 @@ class AnswerChain:
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
         question_view, views = self.analyse(query, sources)
-        answer.relevance = self.relevance(question_view, views)
+        answer.relevance = relevance(question_view, views, self.retriever.idf)  # 0..1, relevance.py says how
         job = Job(answer, started, notes, ranking)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True

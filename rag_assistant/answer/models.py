@@ -33,9 +33,6 @@ class AnswerWarning:
     kind: WarningKind
     detail: str
 
-    def __str__(self) -> str:
-        return self.detail
-
 
 def warnings_of(kind: WarningKind, details: list[str]) -> list[AnswerWarning]:
     return [AnswerWarning(kind, d) for d in details]

@@ -34,17 +34,9 @@ class EvalRun:
 
 
 def ranking(sources: Sequence[Source]) -> list[dict[str, Any]]:
-    return [
-        {
-            "rank": s.rank,
-            "paper_id": s.paper_id,
-            "duplicates": list(s.duplicates),
-            "score": round(s.score, 6),
-            "dense_score": None if s.dense_score is None else round(s.dense_score, 4),
-            "title": s.paper.title,
-        }
-        for s in sources
-    ]
+    """A results.jsonl ranking: each source as users see it (Source.as_dict), without its text."""
+    keys = ("rank", "paper_id", "duplicates", "score", "dense_score", "title")
+    return [{key: shown[key] for key in keys} for shown in (s.as_dict() for s in sources)]
 
 
 def _sentences(answer: Answer | None, judged: list[m.Judged] | None) -> list[dict[str, Any]]:
