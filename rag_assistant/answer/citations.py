@@ -263,10 +263,6 @@ class SupportScorer:
             quotes = [*sentences, *(unmark(clean_markup(s, mark=True)) for s in sentences)]
             self._cache[paper.paper_id] = (vecs, words, frozenset(quotes))
 
-    def _paper(self, paper: Paper) -> tuple[np.ndarray, set[str]]:
-        self._load([paper])
-        return self._cache[paper.paper_id][:2]
-
     def score_many(self, claims: list[str], papers: list[Paper]) -> list[float]:
         """Support of claims[i] by papers[i], the claims batched in one embedding call. A claim that is one of
         its paper's sentences word for word (a quote: every extractive answer) has cosine 1 without embedding."""
@@ -277,7 +273,7 @@ class SupportScorer:
         fresh = iter(self.embed([c for c, q in zip(claims, quoted, strict=True) if not q]))
         out = []
         for claim, is_quote, paper in zip(claims, quoted, papers, strict=True):
-            sent_vecs, words = self._paper(paper)
+            sent_vecs, words, _ = self._cache[paper.paper_id]
             vec = None if is_quote else next(fresh)
             cosine = 1.0 if vec is None else float(np.max(sent_vecs @ vec)) if len(sent_vecs) else 0.0
             claim_words = stems(claim)
