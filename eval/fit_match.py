@@ -91,7 +91,7 @@ def candidates(data_dir: Path, items: list[dict], k: int, cache: Path | None) ->
                     "ids": [[x.paper_id, *x.duplicates] for x in sources],
                     "x": features(question, views[name], r.idf),
                 }
-            found["relevance"] = relevance(question, views["top"], r.idf)
+            found["relevance"] = relevance(question, top, views["top"], r.idf)
             stored[item["id"]] = found
             if n % 25 == 0:
                 print(f"  {n}/{len(todo)} questions", file=sys.stderr)

@@ -207,7 +207,8 @@ class FollowUps:
             return None  # "do they use attention?" asks about the papers, whatever else mentions attention
         chain = self.chain
         sources = chain.retriever.search(question)  # none: relevance 0
-        if relevance(*chain.analyse(question, sources), chain.retriever.idf) < chain.settings.abstain_threshold:
+        question_view, views = chain.analyse(question, sources[:3])
+        if relevance(question_view, sources, views, chain.retriever.idf) < chain.settings.abstain_threshold:
             return None
         return None if {s.paper_id for s in sources} & set(cited) else sources
 

@@ -97,8 +97,10 @@ class AnswerChain:
 
     def analyse(self, question: str, sources: list[Source]) -> tuple[QuestionView, list[PaperView]]:
         """The question and each source read once (answer/analysis.py) for everything that judges them."""
-        embed = self.retriever.embedder.embed_cached
-        return analyse_question(question, embed), analyse_papers(sources, self.retriever.sentence_vectors, embed)
+        return analyse_question(question, self.retriever.embedder.embed_cached), self.analyse_papers(sources)
+
+    def analyse_papers(self, sources: list[Source]) -> list[PaperView]:
+        return analyse_papers(sources, self.retriever.sentence_vectors, self.retriever.embedder.embed_cached)
 
     def pinned_sources(self, paper_ids: list[str]) -> list[Source]:
         """Papers the user pointed at by id (chat follow-ups): answered from directly, no retrieval."""
@@ -152,13 +154,16 @@ class AnswerChain:
         answer.sources = sources[: plan.max_papers if plan.survey else len(sources)]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
-        question_view, views = self.analyse(query, sources)
-        answer.relevance = relevance(question_view, views, self.retriever.idf)  # 0..1, relevance.py says how
+        # relevance reads the top three papers (and every score); the rest are read only when not abstaining
+        question_view, views = self.analyse(query, sources[:3])
+        answer.relevance = relevance(question_view, sources, views, self.retriever.idf)  # 0..1, relevance.py
         job = Job(answer, started, notes, ranking)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
-        elif pinned:
+            return job
+        views += self.analyse_papers(sources[3:])
+        if pinned:
             self._answer_job(job, question_view, views)
         else:
             from rag_assistant.answer import shapes

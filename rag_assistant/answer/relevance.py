@@ -27,14 +27,16 @@ from rag_assistant.answer.analysis import Idf, term_share
 
 if TYPE_CHECKING:
     from rag_assistant.answer.analysis import PaperView, QuestionView
+    from rag_assistant.retrieve import Source
 
 
-def relevance(question: QuestionView, papers: Sequence[PaperView], idf: Idf) -> float:
-    """0..1; see the module docstring. `papers` are the retrieved papers' views, best first (analysis.py)."""
-    if not papers:
+def relevance(question: QuestionView, sources: Sequence[Source], papers: Sequence[PaperView], idf: Idf) -> float:
+    """0..1; see the module docstring. `sources` are the retrieved papers, best first; `papers` the views of (at
+    least) the first three (analysis.py)."""
+    if not sources:
         return 0.0
     top = list(papers[:3])
-    dense = max((p.source.dense_score for p in papers if p.source.dense_score is not None), default=0.0)
+    dense = max((s.dense_score for s in sources if s.dense_score is not None), default=0.0)
     s_vecs = np.concatenate([p.vectors for p in top])
     statement = float((s_vecs @ question.vector).max()) if len(s_vecs) else 0.0
     weights = idf(sorted(set(question.terms)))
