@@ -11,14 +11,16 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from rag_assistant.answer.authors import metadata_answer, named_in, narrowed, papers_named
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
 from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.answer.named import Named
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError, LogNotWrittenError
-from rag_assistant.plan import Plan, plan_question
+from rag_assistant.plan import Plan, plan_question, with_metadata
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup
 
@@ -141,7 +143,25 @@ class AnswerChain:
             answer.condensed_question = retrieval_query
         query = retrieval_query or question
         plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
+        named = named_in(self.retriever, query) if not pinned else Named()
+        if named:
+            plan = with_metadata(
+                plan, named.as_dict(), len(papers_named(self.retriever, named)) if named.listing else None
+            )
         answer.plan = plan.as_dict()
+        job = Job(answer, started, notes)
+        with narrowed(self.retriever, named):
+            if metadata_answer(self, answer, named, query):
+                answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
+                return job
+            self._prepare(job, query, plan, k, pinned, None if named.filters else retrieved)
+        return job
+
+    def _prepare(
+        self, job: Job, query: str, plan: Plan, k: int | None, pinned: list[str] | None, retrieved: list[Source] | None
+    ) -> None:
+        """Retrieve (within the filters, the flags' and the question's) and judge, as `prepare` says."""
+        answer, started, notes = job.answer, job.started, job.notes
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
             sources = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k)
@@ -150,7 +170,6 @@ class AnswerChain:
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
         answer.relevance = self.relevance(query, sources)
-        job = Job(answer, started, notes)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
@@ -167,7 +186,6 @@ class AnswerChain:
                 job.request, job.use = shapes.survey_answer(self, answer, judged, plan) or (None, None)
             else:
                 self._answer_job(job, query, sources)
-        return job
 
     def generate(self, job: Job, on_token: Callable[[str], None] | None = None) -> None:
         """The generator's draft, when `prepare` left one to write."""
