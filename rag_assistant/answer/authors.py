@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -16,7 +16,8 @@ from rag_assistant.answer.models import Answer, Draft
 from rag_assistant.answer.named import Named, Names, detect, may_name_metadata
 from rag_assistant.corpus.fields import byline
 from rag_assistant.corpus.models import Paper
-from rag_assistant.index.filters import Catalogue, catalogue, matches
+from rag_assistant.index.filters import Catalogue, catalogue, matches, resolve
+from rag_assistant.index.keyword_fields import FieldFilter
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup, split_sentences
 
@@ -74,6 +75,23 @@ def named_in(retriever: Retriever, question: str) -> Named:
         unknown="" if authors_given else named.unknown,
         closest=() if authors_given else named.closest,
     )
+
+
+@contextmanager
+def given(retriever: Retriever, filters: Sequence[FieldFilter] | None) -> Iterator[None]:
+    """One question's own filters (a batch row's), checked against the index's fields (FilterError: that
+    question fails), in place of the retriever's standing ones for the fields they name."""
+    if not filters:
+        yield
+        return
+    resolved = resolve(filters, _fields(retriever).fields)
+    before = retriever.where
+    mine = {f.field for f in resolved}
+    retriever.where = [*(f for f in before if f.field not in mine), *resolved]
+    try:
+        yield
+    finally:
+        retriever.where = before
 
 
 @contextmanager

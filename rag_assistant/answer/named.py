@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_assistant.corpus.fields import name_key
-from rag_assistant.index.filters import Catalogue, describe, parse_years
+from rag_assistant.errors import FilterError
+from rag_assistant.index.filters import Catalogue, describe, parse_filters, parse_years
 from rag_assistant.index.keyword_fields import FieldFilter
 
 # Any of these words, or a year, and the question may name metadata (otherwise nothing is read)
@@ -105,6 +106,34 @@ class Named:
         if self.empty:
             out["no_papers"] = self.empty
         return out
+
+
+def filters_from(spec: Any) -> list[FieldFilter]:  # noqa: ANN401 - a JSON value, checked here
+    """Filters written as fields (a batch row's `filter` object, chat's `/filter author="A B" year=2024`):
+    `author`/`authors` (a name or a list: any of them), `year` (2024, "2023-2025"), `topic`/`track` (parts of
+    the track, any case), any other field = its exact value. FilterError when malformed."""
+    if not isinstance(spec, dict) or not spec:
+        raise FilterError(
+            f"malformed filter {spec!r}", 'give an object of fields, e.g. {"author": "A. Name", "year": 2024}'
+        )
+    authors: list[str] = []
+    topics: list[str] = []
+    where: list[str] = []
+    years = None
+    for key, value in spec.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or any(not isinstance(v, str | int | float) or isinstance(v, bool) for v in values):
+            raise FilterError(f"malformed filter value {key}={value!r}", "give text or a number, or a list of them")
+        field = str(key).strip().lower()
+        if field in ("author", "authors"):
+            authors += [str(v) for v in values]
+        elif field in ("topic", "track"):
+            topics += [str(v) for v in values]
+        elif field in ("year", "years") and len(values) == 1:
+            years = str(values[0])
+        else:
+            where += [f"{key}={v}" for v in values]
+    return parse_filters(authors, years, topics, where)
 
 
 def may_name_metadata(question: str) -> bool:
