@@ -16,7 +16,7 @@ from rag_assistant.answer.named import Names, detect
 from rag_assistant.plan import plan_question
 
 AUTHORS = ["Jürgen Schmidhuber", "Yann N. Dauphin", "Ada Lovelace", "Alan Turing", "Alberto Maria Metelli",
-           "Hartwig Adam", "Yi Wang", "Hao Wang", "Guy Van den Broeck"]  # fmt: skip
+           "Hartwig Adam", "Yi Wang", "Hao Wang", "Guy Van den Broeck", "Bin Yang"]  # fmt: skip
 TOPICS = ["Reinforcement Learning->Deep RL", "Reinforcement Learning", "Social Aspects->Fairness",
           "Deep Learning->Graph Neural Networks", "Deep Learning->Large Language Models"]  # fmt: skip
 FIELDS = {"authors": Counter(AUTHORS), "topic": Counter(TOPICS), "year": Counter([2021, 2022, 2024, 2025])}
@@ -41,6 +41,8 @@ def _named(question: str) -> dict:
         ("Show me Metelli's papers.", "Alberto Maria Metelli"),  # a surname only one author has
         ("Papers by Guy Van den Broeck", "Guy Van den Broeck"),
         ("Show me Yi Wang's publications on graphs", "Yi Wang"),
+        ("Which papers did Bin Yang co-author?", "Bin Yang"),  # "Bin" a given name, not the particle "bin"
+        ("Papers by guy van den broeck", "Guy Van den Broeck"),
     ],
 )
 def test_authors_named_as_people_write_them(question: str, author: str) -> None:

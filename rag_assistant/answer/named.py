@@ -36,7 +36,8 @@ _PERSON_CUE = re.compile(
 )
 _WORKS = r"(papers?|works?|publications?|articles?|research)"
 _BEFORE = {"by", "from", "of"}  # "papers by X", "work of X"
-_PARTICLES = {"van", "von", "den", "der", "de", "del", "della", "di", "da", "du", "le", "la", "bin", "al", "el", "dos"}
+# lower-case words inside names ("Guy van den Broeck"); not "bin", also a given name ("Bin Yang")
+_PARTICLES = {"van", "von", "den", "der", "de", "del", "della", "di", "da", "du", "le", "la", "al", "el", "dos"}
 _TOKEN = re.compile(r"[^\W\d_][\w.'’-]*|,|\d+", re.U)
 _POSSESSIVE = re.compile(r"['’]s?$")
 # A person named where only authors are named, whether or not the index knows them (say so when it does not)
@@ -266,8 +267,6 @@ def _name_in(words: list[str], names: Names) -> set[str]:
     if "," in clean:
         cut = clean.index(",")
         clean = clean[cut + 1 :] + clean[:cut]
-    if clean[0].lower() in _PARTICLES and len(clean) > 1:
-        return set()  # "van den Broeck" alone is a surname, never a whole name
     capitalised = all(w[:1].isupper() for w in clean if w.lower() not in _PARTICLES)
     return names.lookup(clean, capitalised)
 
@@ -308,8 +307,8 @@ def _unknown_person(question: str, names: Names, vocabulary: set[str]) -> tuple[
         for m in form.finditer(question):
             name = _POSSESSIVE.sub("", m.group(m.lastindex or 1)).strip().rstrip(".")
             words = name.split()
-            if any(w.lower() in vocabulary for w in words if w.lower() not in _PARTICLES):
-                continue  # a word of the abstracts: a method or topic in capitals, not a person
+            if any(w.lower() in vocabulary or w.lower() in names.words for w in words if w.lower() not in _PARTICLES):
+                continue  # a word of the abstracts ("Monte Carlo", "Gradient Descent"): a method, not a person
             if not names.lookup(words, capitalised=True):
                 return name, names.closest(name)
     return "", []
