@@ -179,3 +179,27 @@ def test_explicit_flags_win_over_the_question(cli, fielded: Path) -> None:  # no
 def test_the_bundled_corpus_names_no_metadata(cli, own_ready: Path) -> None:  # noqa: ANN001
     answer = _ask(cli, own_ready, "Which papers did Ada Lovelace co-author on graphs?")
     assert "filtered" not in answer["plan"] and answer["plan"]["kind"] != "authors"
+
+
+@pytest.mark.slow
+def test_in_llm_mode_an_author_question_is_listed_without_asking_the_model(
+    fielded: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing is the metadata's, whatever the mode: the model is not asked, and the answer says so; a
+    question that names nothing still goes to the model."""
+    from fake_llm import FakeLLMServer
+    from llm_helpers import cited_answer, use_llm_server
+
+    from rag_assistant.answer.authors import LISTED_FROM_METADATA
+    from rag_assistant.answer.chain import AnswerChain
+    from rag_assistant.config import load_settings
+
+    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(fielded))
+    with FakeLLMServer(default=cited_answer) as server:
+        use_llm_server(monkeypatch, server.base_url, "sk-test", retries=0, timeout=5)
+        chain = AnswerChain(load_settings(), log=False)
+        listed = chain.ask("Papers by Grace Hopper")
+        assert server.requests == [] and listed.mode == "extractive" and LISTED_FROM_METADATA in listed.warnings
+        assert set(listed.citations) == {"fa1", "gr1"} and listed.plan["kind"] == "authors"
+        plain = chain.ask("How do graph neural networks predict molecule properties?")
+        assert len(server.requests) == 1 and plain.mode == "llm" and "filtered" not in plain.plan
