@@ -254,7 +254,7 @@ class ChatSession:
         if text.strip().lower() in ("off", "none", "clear"):
             self.chain.retriever.where = []
         elif text.strip():
-            from rag_assistant.answer.named import filters_from
+            from rag_assistant.answer.authors import filters_from
 
             self.chain.retriever.restrict(filters_from(_field_values(text)))
         return self.filtered

@@ -56,7 +56,6 @@ def test_authors_named_as_people_write_them(question: str, author: str) -> None:
         "Papers by Adam",  # a surname, and the optimiser's name in the abstracts
         "How do models trained by Adam generalise?",
         "Which papers by Transformer models improve reasoning?",  # capitalised method words: not a person
-        "papers by Wang",  # a surname two authors share
         "How does ShadowKV's cache reduce memory?",
         "What did Alan say about computability?",  # a first name alone
         "How does attention work in large language models?",
@@ -66,10 +65,30 @@ def test_method_names_and_ambiguous_words_filter_nothing(question: str) -> None:
     assert _named(question) == {"listing": False}
 
 
-def test_a_person_named_as_an_author_but_unknown_says_so_with_the_closest_names() -> None:
-    named = _named("Papers by Ada Lovelase")
+@pytest.mark.parametrize(
+    "question", ["Papers by Ada Lovelase", "Show me Ada Lovelase's papers", "Which papers did Ada Lovelase write?"]
+)
+def test_a_person_named_as_an_author_but_unknown_says_so_with_the_closest_names(question: str) -> None:
+    named = _named(question)
     assert named["unknown_author"] == "Ada Lovelase" and named["closest_authors"][0] == "Ada Lovelace"
     assert "filtered" not in named
+
+
+def test_a_surname_several_authors_share_names_them_and_filters_nothing() -> None:
+    named = _named("Show me Wang's papers on graphs")
+    assert named["several_authors"] == "Wang" and named["closest_authors"] == ["Hao Wang", "Yi Wang"]
+    assert "filtered" not in named and "unknown_author" not in named
+
+
+def test_a_shared_surname_is_answered_with_the_people_who_have_it() -> None:
+    from rag_assistant.answer.authors import metadata_answer
+    from rag_assistant.answer.models import Answer
+    from rag_assistant.answer.named import Named
+
+    answer = Answer(question="Papers by Wang")
+    named = Named(unknown="Wang", closest=("Hao Wang", "Yi Wang"), several=True)
+    assert metadata_answer(None, answer, named, answer.question) and answer.abstained  # type: ignore[arg-type]
+    assert answer.answer == "Several authors of this index are named Wang: Hao Wang, Yi Wang. Ask with the whole name."
 
 
 def test_one_paper_of_an_author_is_a_filtered_question_not_a_listing() -> None:

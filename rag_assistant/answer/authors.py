@@ -1,7 +1,8 @@
 """Questions that name metadata, in the chain: the index's fields read once per process (for answer/named.py),
 the named filters applied to one question's searches only, and the answers made from the metadata alone: an
 author's papers (how many, each with its byline and one cited sentence: every paper, not the top k), a name
-that is nobody's here (said, with the closest names), a track or year no paper has (said)."""
+that is nobody's here (said, with the closest names), a track or year no paper has (said). Also a question's
+own filters written as fields (a batch row's `filter` object, chat's /filter), parsed and applied."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rag_assistant.answer.models import Answer, Draft
 from rag_assistant.answer.named import Named, Names, detect, may_name_metadata
 from rag_assistant.corpus.fields import byline
 from rag_assistant.corpus.models import Paper
-from rag_assistant.index.filters import Catalogue, catalogue, matches, resolve
+from rag_assistant.errors import FilterError
+from rag_assistant.index.filters import Catalogue, catalogue, matches, parse_filters, resolve
 from rag_assistant.index.keyword_fields import FieldFilter
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup, split_sentences
@@ -73,8 +75,37 @@ def named_in(retriever: Retriever, question: str) -> Named:
         authors=() if authors_given else named.authors,
         listing=named.listing and not authors_given,
         unknown="" if authors_given else named.unknown,
+        several=named.several and not authors_given,
         closest=() if authors_given else named.closest,
     )
+
+
+def filters_from(spec: Any) -> list[FieldFilter]:  # noqa: ANN401 - a JSON value, checked here
+    """Filters written as fields (a batch row's `filter` object, chat's `/filter author="A B" year=2024`):
+    `author`/`authors` (a name or a list: any of them), `year` (2024, "2023-2025"), `topic`/`track` (parts of
+    the track, any case), any other field = its exact value. FilterError when malformed."""
+    if not isinstance(spec, dict) or not spec:
+        raise FilterError(
+            f"malformed filter {spec!r}", 'give an object of fields, e.g. {"author": "A. Name", "year": 2024}'
+        )
+    authors: list[str] = []
+    topics: list[str] = []
+    where: list[str] = []
+    years = None
+    for key, value in spec.items():
+        values = value if isinstance(value, list) else [value]
+        if not values or any(not isinstance(v, str | int | float) or isinstance(v, bool) for v in values):
+            raise FilterError(f"malformed filter value {key}={value!r}", "give text or a number, or a list of them")
+        field = str(key).strip().lower()
+        if field in ("author", "authors"):
+            authors += [str(v) for v in values]
+        elif field in ("topic", "track"):
+            topics += [str(v) for v in values]
+        elif field in ("year", "years") and len(values) == 1:
+            years = str(values[0])
+        else:
+            where += [f"{key}={v}" for v in values]
+    return parse_filters(authors, years, topics, where)
 
 
 @contextmanager
@@ -108,6 +139,12 @@ def narrowed(retriever: Retriever, named: Named) -> Iterator[None]:
 def metadata_answer(chain: AnswerChain, answer: Answer, named: Named, question: str) -> bool:
     """Answer from the metadata when the question asks for it (True: answered): an author's papers listed, or
     why there is nothing to list."""
+    if named.several:
+        shown = ", ".join(named.closest[:6]) + (f" and {len(named.closest) - 6} more" if len(named.closest) > 6 else "")
+        _no_answer(
+            answer, f"Several authors of this index are named {named.unknown}: {shown}. Ask with the whole name."
+        )
+        return True
     if named.unknown:
         closest = f"; the closest names: {', '.join(named.closest)}" if named.closest else ""
         _no_answer(answer, f"No author named {named.unknown} in this index{closest}.")

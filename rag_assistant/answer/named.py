@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_assistant.corpus.fields import name_key
-from rag_assistant.errors import FilterError
-from rag_assistant.index.filters import Catalogue, describe, parse_filters, parse_years
+from rag_assistant.index.filters import Catalogue, describe, parse_years
 from rag_assistant.index.keyword_fields import FieldFilter
 
 # Any of these words, or a year, and the question may name metadata (otherwise nothing is read)
@@ -41,13 +40,23 @@ _PARTICLES = {"van", "von", "den", "der", "de", "del", "della", "di", "da", "du"
 _TOKEN = re.compile(r"[^\W\d_][\w.'’-]*|,|\d+", re.U)
 _POSSESSIVE = re.compile(r"['’]s?$")
 # A person named where only authors are named, whether or not the index knows them (say so when it does not)
-_NAME = r"([A-Z][\w.'’-]+(?: (?:[A-Z][\w.'’-]+|van|von|de|den|der|di|da|le|la)){1,3})"
-_PERSON_FORMS = [
-    re.compile(rf"\b(?i:{_WORKS}) (?:(?:written|authored|co-?authored|published) )?(?:by|of) {_NAME}(?=['’]s\b|\W|$)"),
-    re.compile(rf"\bdid {_NAME} (?:co-?)?(?:author|write|publish)"),
-    re.compile(rf"\bhas {_NAME} (?:published|written|co-?authored|authored)"),
-    re.compile(rf"\b{_NAME}['’]s? {_WORKS}\b"),
-]
+_NAME = r"(?P<name>[A-Z][\w.'’-]+(?: (?:[A-Z][\w.'’-]+|van|von|de|den|der|di|da|le|la)){1,3})"
+
+
+def _person_forms(name: str) -> list[re.Pattern[str]]:
+    """Where a question names a person as an author: papers by NAME, did NAME co-author, NAME's papers."""
+    return [
+        re.compile(
+            rf"\b(?i:{_WORKS}) (?:(?:written|authored|co-?authored|published) )?(?:by|of) {name}(?=['’]s\b|\W|$)"
+        ),
+        re.compile(rf"\bdid {name} (?:co-?)?(?:author|write|publish)"),
+        re.compile(rf"\bhas {name} (?:published|written|co-?authored|authored)"),
+        re.compile(rf"\b{name}['’]s? {_WORKS}\b"),
+    ]
+
+
+_PERSON_FORMS = _person_forms(_NAME)
+_SURNAME_FORMS = _person_forms(r"(?P<name>[A-Z][\w'’-]+)")  # "papers by Liang": a surname several authors may share
 _LISTING = re.compile(
     rf"\b(papers|works|publications|articles)\b|\bco-?author(ed|s)?\b|\bauthored\b|\bpublished\b|\bwr[io]tes?\b"
     rf"|\bwritten\b|^\s*{_WORKS} by\b",
@@ -88,6 +97,7 @@ class Named:
     closest: tuple[str, ...] = ()
     empty: str = ""
     spans: tuple[tuple[int, int], ...] = field(default=(), compare=False)  # where the metadata was named
+    several: bool = False  # `unknown` is a surname several authors share: `closest` are they
 
     def __bool__(self) -> bool:
         return bool(self.filters or self.unknown or self.empty)
@@ -102,39 +112,11 @@ class Named:
         if self.listing:
             out["authors"] = list(self.authors)
         if self.unknown:
-            out["unknown_author"] = self.unknown
+            out["several_authors" if self.several else "unknown_author"] = self.unknown
             out["closest_authors"] = list(self.closest)
         if self.empty:
             out["no_papers"] = self.empty
         return out
-
-
-def filters_from(spec: Any) -> list[FieldFilter]:  # noqa: ANN401 - a JSON value, checked here
-    """Filters written as fields (a batch row's `filter` object, chat's `/filter author="A B" year=2024`):
-    `author`/`authors` (a name or a list: any of them), `year` (2024, "2023-2025"), `topic`/`track` (parts of
-    the track, any case), any other field = its exact value. FilterError when malformed."""
-    if not isinstance(spec, dict) or not spec:
-        raise FilterError(
-            f"malformed filter {spec!r}", 'give an object of fields, e.g. {"author": "A. Name", "year": 2024}'
-        )
-    authors: list[str] = []
-    topics: list[str] = []
-    where: list[str] = []
-    years = None
-    for key, value in spec.items():
-        values = value if isinstance(value, list) else [value]
-        if not values or any(not isinstance(v, str | int | float) or isinstance(v, bool) for v in values):
-            raise FilterError(f"malformed filter value {key}={value!r}", "give text or a number, or a list of them")
-        field = str(key).strip().lower()
-        if field in ("author", "authors"):
-            authors += [str(v) for v in values]
-        elif field in ("topic", "track"):
-            topics += [str(v) for v in values]
-        elif field in ("year", "years") and len(values) == 1:
-            years = str(values[0])
-        else:
-            where += [f"{key}={v}" for v in values]
-    return parse_filters(authors, years, topics, where)
 
 
 def may_name_metadata(question: str) -> bool:
@@ -175,6 +157,14 @@ class Names:
             return self.full[key]
         return self.short.get(key, set()) if len({name_key(n) for n in self.short.get(key, ())}) == 1 else set()
 
+    def sharing(self, surname: str) -> list[str]:
+        """The people with this surname (one spelling each), when it is no word of the abstracts."""
+        key = name_key(surname)
+        if " " in key or not key or key in self.words:
+            return []
+        by_key = {name_key(n): n for n in sorted(self.surname.get(key, ()))}
+        return sorted(by_key.values())
+
     def closest(self, name: str, n: int = 3) -> list[str]:
         keys = difflib.get_close_matches(name_key(name), list(self.full), n=n, cutoff=0.6)
         return [sorted(self.full[k])[0] for k in keys]
@@ -189,13 +179,13 @@ def detect(question: str, fields: Catalogue, names: Names | None, vocabulary: se
     filters: list[FieldFilter] = []
     spans: list[tuple[int, int]] = []
     authors: list[str] = []
-    unknown, closest, empty = "", (), ""
+    unknown, closest, empty, several = "", (), "", False
     if names is not None and "authors" in fields:
         groups, spans = _authors(question, names)
         authors = [_spelling(g) for g in groups]
         filters += [FieldFilter("authors", (a,)) for a in authors]  # one spelling: filters compare name keys
         if not groups:
-            unknown, closest = _unknown_person(question, names, vocabulary)
+            unknown, closest, several = _unknown_person(question, names, vocabulary)
     if "topic" in fields:
         topic, missing = _track(question, fields["topic"])
         filters += [topic] if topic else []
@@ -205,7 +195,7 @@ def detect(question: str, fields: Catalogue, names: Names | None, vocabulary: se
         filters += [year] if year else []
         empty = empty or missing
     listing = bool(authors) and bool(_LISTING.search(question)) and not _one_paper(question)
-    return Named(tuple(filters), tuple(authors), listing, unknown, tuple(closest), empty, tuple(spans))
+    return Named(tuple(filters), tuple(authors), listing, unknown, tuple(closest), empty, tuple(spans), several)
 
 
 def _spelling(names: set[str]) -> str:
@@ -301,17 +291,24 @@ def _method_before(tokens: list[tuple[str, int, int]], start: int) -> bool:
     return word.endswith("ed") and word not in ("authored", "co-authored", "coauthored", "published", "written")
 
 
-def _unknown_person(question: str, names: Names, vocabulary: set[str]) -> tuple[str, list[str]]:
-    """A name in an author form ("papers by Jane Roe") that is nobody's here, with the closest names."""
+def _unknown_person(question: str, names: Names, vocabulary: set[str]) -> tuple[str, list[str], bool]:
+    """A name in an author form ("papers by Jane Roe") that is nobody's here, with the closest names; or a
+    surname alone ("papers by Liang") that several authors have, with them (the third value: several)."""
     for form in _PERSON_FORMS:
         for m in form.finditer(question):
-            name = _POSSESSIVE.sub("", m.group(m.lastindex or 1)).strip().rstrip(".")
+            name = _POSSESSIVE.sub("", m.group("name")).strip().rstrip(".")
             words = name.split()
             if any(w.lower() in vocabulary or w.lower() in names.words for w in words if w.lower() not in _PARTICLES):
                 continue  # a word of the abstracts ("Monte Carlo", "Gradient Descent"): a method, not a person
             if not names.lookup(words, capitalised=True):
-                return name, names.closest(name)
-    return "", []
+                return name, names.closest(name), False
+    for form in _SURNAME_FORMS:
+        for m in form.finditer(question):
+            word = _POSSESSIVE.sub("", m.group("name")).rstrip(".")
+            people = names.sharing(word)
+            if len(people) > 1:
+                return word, people, True
+    return "", [], False
 
 
 def _track(question: str, topics: Counter) -> tuple[FieldFilter | None, str]:

@@ -6,7 +6,7 @@ ids) raise.
 
 A row may carry its own filter on paper fields: a `filter` (or `where`) object in a JSONL row, or a `filter`
 column holding that object as JSON in a CSV file, e.g. {"author": "Ada Lovelace", "year": "2023-", "topic":
-"fairness", "venue": "ICML"} (answer/named.py `filters_from`). It replaces the command's --author/--year/
+"fairness", "venue": "ICML"} (answer/authors.py `filters_from`). It replaces the command's --author/--year/
 --topic/--where for the fields it names; a field the index lacks fails that row only."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rag_assistant.answer.authors import filters_from
 from rag_assistant.answer.models import Answer
-from rag_assistant.answer.named import filters_from
 from rag_assistant.batch.outputs import CSV_COLUMNS
 from rag_assistant.errors import FilterError, RagAssistantError
 from rag_assistant.index.keyword_fields import FieldFilter
