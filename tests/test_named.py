@@ -159,6 +159,13 @@ def test_an_authors_papers_are_listed_from_the_metadata_every_one(cli, fielded: 
 
 
 @pytest.mark.slow
+def test_an_author_with_no_paper_in_the_named_track_is_said(cli, fielded: Path) -> None:  # noqa: ANN001
+    answer = _ask(cli, fielded, "Which papers did Ada Lovelace co-author in the fairness track?")
+    assert answer["abstained"] and answer["citations"] == []
+    assert answer["answer"] == "Ada Lovelace: no papers in this index (topic = Social Aspects->Fairness)."
+
+
+@pytest.mark.slow
 def test_the_terminal_shows_what_the_question_filtered(cli, fielded: Path) -> None:  # noqa: ANN001
     done = cli("--data-dir", str(fielded), "ask", "Papers by Jurgen Schmidhuber")
     assert done.returncode == 0, done.stderr

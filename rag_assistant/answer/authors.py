@@ -177,7 +177,11 @@ def list_papers(chain: AnswerChain, answer: Answer, named: Named, question: str)
 
     r = chain.retriever
     papers = papers_named(r, named)
-    ranked = r.search(_topic_part(question, named), k=len(papers)) if papers else []
+    ranked_by = re.search(r"\b(on|about|in|for)\s+\w", _topic_part(question, named), re.I) is not None
+    if not papers:  # the author, but none of their papers passes the other filters (a track, a year)
+        _no_answer(answer, _header(named, 0, False))
+        return
+    ranked = r.search(_topic_part(question, named), k=len(papers))
     seen = {s.paper_id for s in ranked}
     sources = ranked + [Source(p, 0.0) for p in papers if p.paper_id not in seen]
     sources = [replace(s, rank=i) for i, s in enumerate(sources, start=1)]
@@ -192,7 +196,9 @@ def list_papers(chain: AnswerChain, answer: Answer, named: Named, question: str)
     answer.abstained = False
     by_id = {s.paper_id: s.paper for s in sources}
     body = [_with_byline(p, by_id) for p in answer.answer.split("\n\n") if p.strip()]
-    ranked_by = re.search(r"\b(on|about|in|for)\s+\w", _topic_part(question, named), re.I) is not None
+    if left_out := [p for p in by_id if p not in answer.citations]:  # every paper listed, never silently dropped
+        answer.warnings.append(f"{len(left_out)} of {len(by_id)} papers listed without a sentence")
+        body.append("Also by them, not described: " + ", ".join(f"[{p}]" for p in left_out))
     answer.answer = "\n\n".join([_header(named, len(sources), ranked_by), *body])
 
 
