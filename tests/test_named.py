@@ -229,3 +229,34 @@ def test_in_llm_mode_an_author_question_is_listed_without_asking_the_model(
         assert set(listed.citations) == {"fa1", "gr1"} and listed.plan["kind"] == "authors"
         plain = chain.ask("How do graph neural networks predict molecule properties?")
         assert len(server.requests) == 1 and plain.mode == "llm" and "filtered" not in plain.plan
+
+
+def test_a_batch_rows_filter_from_jsonl_and_csv(tmp_path: Path) -> None:
+    """A JSONL `filter`/`where` object or a CSV `filter` column (the object as JSON) becomes the row's filters;
+    a malformed one makes that row a failed row, the others are read."""
+    from rag_assistant.batch.inputs import read_input
+    from rag_assistant.index.keyword_fields import FieldFilter
+
+    lines = [
+        {"question": "a?", "filter": {"author": ["Ada Lovelace", "Alan Turing"], "year": 2024, "track": "rl"}},
+        {"question": "b?", "where": {"venue": "ICML"}},
+        {"question": "c?", "filter": {"year": "20x4"}},
+        {"question": "d?", "filter": ["not", "an", "object"]},
+        {"question": "e?", "filter": {"venue": {"nested": 1}}},
+    ]
+    jsonl = tmp_path / "q.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    a, b, c, d, e = read_input(jsonl)
+    assert a.filters == [
+        FieldFilter("authors", ("Ada Lovelace", "Alan Turing")),
+        FieldFilter("year", low=2024, high=2024),
+        FieldFilter("topic", contains=("rl",)),
+    ]
+    assert b.filters == [FieldFilter("venue", ("ICML",))] and not b.error
+    assert "malformed year '20x4'" in (c.error or "") and "malformed filter" in (d.error or "")
+    assert "malformed filter value venue" in (e.error or "")
+    csv_file = tmp_path / "q.csv"
+    csv_file.write_text('question,filter\nx?,"{""topic"": ""fairness""}"\ny?,\nz?,author=Ada\n')
+    x, y, z = read_input(csv_file)
+    assert x.filters == [FieldFilter("topic", contains=("fairness",))] and y.filters == [] and not y.error
+    assert z.error == "q.csv:4: malformed filter 'author=Ada' (write it as a JSON object)"

@@ -99,7 +99,8 @@ def _row(line: int, record: dict[str, Any], where: str) -> InputRow:
     try:
         filters = _row_filters(record)
     except FilterError as exc:
-        return InputRow(row_id, line, question.strip(), extra, f"{where}:{line}: {exc.message}")
+        hint = f" ({exc.hint})" if exc.hint else ""
+        return InputRow(row_id, line, question.strip(), extra, f"{where}:{line}: {exc.message}{hint}")
     return InputRow(row_id, line, question.strip(), extra, filters=filters)
 
 
