@@ -6,20 +6,24 @@ generator's draft: in llm mode the model's request, which reads nothing shared) 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Protocol
 
 from rag_assistant.answer.analysis import PaperView, QuestionView, analyse_papers, analyse_question
+from rag_assistant.answer.authors import given, metadata_answer, named_in, narrowed, papers_named
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
 from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKind, warnings_of
+from rag_assistant.answer.named import Named
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.answer.relevance import relevance
 from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError, LogNotWrittenError
-from rag_assistant.plan import Plan, plan_question
+from rag_assistant.index.filters import describe
+from rag_assistant.index.keyword_fields import FieldFilter
+from rag_assistant.plan import Plan, plan_question, with_metadata
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup
 
@@ -72,7 +76,7 @@ class Job:
     answer: Answer
     started: float
     notes: list[AnswerWarning]
-    ranking: list[Source]  # everything retrieval returned, best first (eval's ranking metrics; pinned: none)
+    ranking: list[Source] = field(default_factory=list)  # all retrieval returned, best first (eval's metrics)
     request: Callable[[Callable[[str], None] | None], Draft] | None = None
     use: Callable[[Draft], None] | None = None
     draft: Draft | None = None
@@ -130,26 +134,55 @@ class AnswerChain:
         retrieval_query: str | None = None,
         pinned: list[str] | None = None,
         retrieved: list[Source] | None = None,
+        filters: Sequence[FieldFilter] | None = None,
         depth: int | None = None,
     ) -> Job:
         """Retrieve and judge. `retrieval_query` (chat's standalone question) is what is retrieved for and
         answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply);
         `retrieved` is what a search for the query found already (chat's topic-shift check), used unless the
-        question asks for a survey (which retrieves deeper); `depth` ranks that many papers (the job's
-        `ranking`, for eval's metrics) of which the first k are answered from."""
+        question asks for a survey (which retrieves deeper); `filters` (a batch row's own, not yet resolved)
+        restrict this question's searches, in place of the retriever's for the fields they name; `depth` ranks
+        that many papers (the job's `ranking`, for eval's metrics) of which the first k are answered from."""
         question, notes = check_question(question, self.settings.max_question_chars)
         started = time.perf_counter()
         answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
         if retrieval_query and retrieval_query != question:
             answer.condensed_question = retrieval_query
         query = retrieval_query or question
-        plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
-        answer.plan = plan.as_dict()
+        job = Job(answer, started, notes)
+        with given(self.retriever, filters):
+            plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
+            named = named_in(self.retriever, query) if not pinned else Named()
+            if named:
+                listed = len(papers_named(self.retriever, named)) if named.listing else None
+                plan = with_metadata(plan, named.as_dict(), listed)
+            answer.plan = plan.as_dict()
+            if self.retriever.where:  # the flags', chat's /filter or a batch row's: what the search was held to
+                answer.plan["filters"] = describe(self.retriever.where)
+            with narrowed(self.retriever, named):
+                if metadata_answer(self, answer, named, query):
+                    answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
+                    return job
+                self._prepare(job, query, plan, (k, depth), pinned, None if named.filters else retrieved)
+        return job
+
+    def _prepare(
+        self,
+        job: Job,
+        query: str,
+        plan: Plan,
+        depths: tuple[int | None, int | None],
+        pinned: list[str] | None,
+        retrieved: list[Source] | None,
+    ) -> None:
+        """Retrieve (within the filters, the flags' and the question's) and judge, as `prepare` says; `depths`
+        is (k, depth)."""
+        answer, started, notes = job.answer, job.started, job.notes
+        k, depth = depths
         sources = self.pinned_sources(pinned) if pinned else []
-        ranking: list[Source] = []
         if not sources:
-            ranking = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k, depth)
-            sources = ranking if plan.survey else ranking[: k or self.settings.top_k]
+            job.ranking = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k, depth)
+            sources = job.ranking if plan.survey else job.ranking[: k or self.settings.top_k]
             notes += warnings_of(WarningKind.SEARCH, self.retriever.search_warnings())
         answer.sources = sources[: plan.max_papers if plan.survey else len(sources)]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
@@ -157,11 +190,12 @@ class AnswerChain:
         # relevance reads the top three papers (and every score); the rest are read only when not abstaining
         question_view, views = self.analyse(query, sources[:3])
         answer.relevance = relevance(question_view, sources, views, self.retriever.idf)  # 0..1, relevance.py
-        job = Job(answer, started, notes, ranking)
-        if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
+        # a survey question's relevance is read over its many candidates and runs lower (config: survey_abstain_...)
+        floor = self.settings.survey_abstain_threshold if plan.survey else self.settings.abstain_threshold
+        if not (pinned and sources) and answer.relevance < floor:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
-            return job
+            return
         views += self.analyse_papers(sources[3:])
         if pinned:
             self._answer_job(job, question_view, views)
@@ -176,7 +210,6 @@ class AnswerChain:
                 job.request, job.use = shapes.survey_answer(self, answer, judged, plan) or (None, None)
             else:
                 self._answer_job(job, question_view, views)
-        return job
 
     def generate(self, job: Job, on_token: Callable[[str], None] | None = None) -> None:
         """The generator's draft, when `prepare` left one to write."""

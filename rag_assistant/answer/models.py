@@ -24,6 +24,7 @@ class WarningKind(StrEnum):
     SURVEY = "survey"  # matching papers the answer does not describe
     NEAR_MISS = "near_miss"  # a near miss answered from the abstracts, not by the LLM
     LOG = "log"  # the provenance log could not be written
+    METADATA = "metadata"  # an author question listed from the index's metadata (authors.py)
 
 
 @dataclass(frozen=True)
