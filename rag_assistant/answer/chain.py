@@ -14,7 +14,7 @@ from typing import Protocol
 from rag_assistant.answer.analysis import PaperView, QuestionView, analyse_papers, analyse_question
 from rag_assistant.answer.authors import given, metadata_answer, named_in, narrowed, papers_named
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
-from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKind, warnings_of
+from rag_assistant.answer.models import Answer, AnswerWarning, Draft, WarningKind
 from rag_assistant.answer.named import Named
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
@@ -76,7 +76,8 @@ class Job:
     answer: Answer
     started: float
     notes: list[AnswerWarning]
-    ranking: list[Source] = field(default_factory=list)  # all retrieval returned, best first (eval's metrics)
+    depth: int | None = None  # rank this many papers (eval's metrics); the answer reads the first k
+    ranking: list[Source] = field(default_factory=list)  # all retrieval returned, best first
     request: Callable[[Callable[[str], None] | None], Draft] | None = None
     use: Callable[[Draft], None] | None = None
     draft: Draft | None = None
@@ -149,7 +150,7 @@ class AnswerChain:
         if retrieval_query and retrieval_query != question:
             answer.condensed_question = retrieval_query
         query = retrieval_query or question
-        job = Job(answer, started, notes)
+        job = Job(answer, started, notes, depth=depth)
         with given(self.retriever, filters):
             plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
             named = named_in(self.retriever, query) if not pinned else Named()
@@ -163,27 +164,19 @@ class AnswerChain:
                 if metadata_answer(self, answer, named, query):
                     answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
                     return job
-                self._prepare(job, query, plan, (k, depth), pinned, None if named.filters else retrieved)
+                self._prepare(job, query, plan, k, pinned, None if named.filters else retrieved)
         return job
 
     def _prepare(
-        self,
-        job: Job,
-        query: str,
-        plan: Plan,
-        depths: tuple[int | None, int | None],
-        pinned: list[str] | None,
-        retrieved: list[Source] | None,
+        self, job: Job, query: str, plan: Plan, k: int | None, pinned: list[str] | None, retrieved: list[Source] | None
     ) -> None:
-        """Retrieve (within the filters, the flags' and the question's) and judge, as `prepare` says; `depths`
-        is (k, depth)."""
+        """Retrieve (within the filters, the flags' and the question's) and judge, as `prepare` says."""
         answer, started, notes = job.answer, job.started, job.notes
-        k, depth = depths
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
-            job.ranking = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k, depth)
+            job.ranking = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k, job.depth)
             sources = job.ranking if plan.survey else job.ranking[: k or self.settings.top_k]
-            notes += warnings_of(WarningKind.SEARCH, self.retriever.search_warnings())
+            notes += [AnswerWarning(WarningKind.SEARCH, w) for w in self.retriever.search_warnings()]
         answer.sources = sources[: plan.max_papers if plan.survey else len(sources)]
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from rag_assistant.answer.citations import NOT_FOUND
 from rag_assistant.answer.llm_client import LLMClient
-from rag_assistant.answer.models import AnswerWarning, Draft, WarningKind, warnings_of
+from rag_assistant.answer.models import AnswerWarning, Draft, WarningKind
 from rag_assistant.answer.prompts import load_prompt
 from rag_assistant.answer.redact import scrub
 from rag_assistant.answer.refs import CitationStream, Resolver
@@ -113,7 +113,7 @@ class LLMGenerator:
             text = scrub(text, self.client.secrets)
             warnings.append("the model's answer held a secret of this client (an API key or URL credential): masked")
         text, cut = self.client.bounded(text, completion.finish)
-        return text, completion.usage, warnings_of(WarningKind.GENERATION, warnings + cut)
+        return text, completion.usage, [AnswerWarning(WarningKind.GENERATION, w) for w in warnings + cut]
 
     def _nonempty(self, text: str) -> str:
         if not text.strip():

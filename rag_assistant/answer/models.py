@@ -35,10 +35,6 @@ class AnswerWarning:
     detail: str
 
 
-def warnings_of(kind: WarningKind, details: list[str]) -> list[AnswerWarning]:
-    return [AnswerWarning(kind, d) for d in details]
-
-
 @dataclass
 class SentenceCheck:
     """One answer sentence after verification."""
