@@ -4,6 +4,7 @@ writes, not even a stale keyword index."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -378,3 +379,65 @@ def test_two_ingests_of_overlapping_files_at_once_end_as_one_after_the_other(
         ingest_papers(a_papers, a, store=store, progress=a_progress)
     assert b_done == [len(b_papers)]
     assert _final_state(store, [a, b, never], a_papers + f3) == want
+
+
+@pytest.mark.slow
+def test_an_ingest_sigkilled_mid_paper_while_another_ingests_overlapping_files_then_rerun(tmp_path: Path) -> None:
+    """The kill scenario with real processes on a real server (an embedded Chroma is one process's): client A's CLI
+    ingest pauses after each one-chunk step; after its second, client B's CLI ingest of overlapping files runs to
+    the end; A then writes part of its large paper and is SIGKILLed. No client sees that paper until A's rerun;
+    then the server holds what A's then B's ingest leave in a fresh collection, for A, B and a client that never
+    ingested."""
+    import os
+    import signal
+
+    from conftest import run_cli
+    from kill_helpers import kill_at, start_ingest
+
+    from rag_assistant.corpus import load_corpus
+
+    def write(folder: Path, *parts: list[Paper]) -> Path:
+        folder.mkdir(parents=True)
+        for part in parts:
+            rows = [{"id": p.paper_id, "abstract": p.text} for p in part]
+            (folder / part[0].source).write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return folder
+
+    f1, f2, f3 = _corpus(3, "one", "f1.jsonl"), _corpus(2, "two", "f2.jsonl"), _corpus(2, "three", "f3.jsonl")
+    a_dir, b_dir = write(tmp_path / "in-a", f1, f2), write(tmp_path / "in-b", f2, f3)
+    papers = load_corpus([a_dir, b_dir / "f3.jsonl"]).papers
+    with ChromaServer(tmp_path / "server") as server:
+
+        def env(name: str, collection: str) -> dict[str, str]:
+            return {
+                "RAG_ASSISTANT_CHROMA_URL": server.url,
+                "RAG_ASSISTANT_DATA_DIR": str(tmp_path / collection / name),
+                "RAG_ASSISTANT_COLLECTION": collection,
+                "RAG_ASSISTANT_CHUNK_MAX_TOKENS": "32",
+            }
+
+        def settings(name: str, collection: str) -> Settings:
+            return Settings(data_dir=tmp_path / collection / name, collection=collection, chroma_url=server.url)
+
+        for folder, name in ((a_dir, "a"), (b_dir, "b")):  # the reference: one after the other
+            assert run_cli("ingest", str(folder), env=env(name, "reference")).returncode == 0
+        ref = [settings(n, "reference") for n in ("a", "b", "c")]
+        want = _final_state(open_store(ref[0]), ref, papers)
+
+        clients = [settings(n, "together") for n in ("a", "b", "c")]
+        store = open_store(clients[0])
+        b_runs: list[int] = []
+
+        def when(done: int, total: int) -> bool:
+            if done == 2:  # B's whole ingest between two of A's steps
+                b_runs.append(run_cli("ingest", str(b_dir), env=env("b", "together")).returncode)
+                return False
+            big = store.paper_states(["one:big"]).get("one:big")
+            return big is not None and not big.complete  # A dies with its large paper written in part
+
+        proc = start_ingest(a_dir, 1, {**os.environ, **env("a", "together")})
+        assert kill_at(proc, signal.SIGKILL, when) == -signal.SIGKILL and b_runs == [0]
+        for client in clients:
+            assert IndexReader(client, store=store).hidden() == {"one:big"}
+        assert run_cli("ingest", str(a_dir), env=env("a", "together")).returncode == 0
+        assert _final_state(store, clients, papers) == want
