@@ -204,6 +204,24 @@ def _collection(client: Any, name: str, write: bool) -> Any:  # noqa: ANN401 - a
         return None
 
 
+def sibling_collection(store: object, suffix: str, write: bool) -> Any:  # noqa: ANN401 - a Collection or None
+    """The collection named after a ChromaStore's chunks' one plus `suffix` (the run log, the sentence vectors), on
+    the same client: created for writing; for reading None when it does not exist (reading creates nothing), and
+    None for a store that is not Chroma."""
+    client, chunks = getattr(store, "client", None), getattr(store, "collection", None)
+    if client is None or chunks is None:
+        return None
+    name = chunks.name + suffix
+    if write:
+        return client.get_or_create_collection(name, embedding_function=None)
+    from chromadb.errors import NotFoundError
+
+    try:
+        return client.get_collection(name, embedding_function=None)
+    except NotFoundError:
+        return None
+
+
 def _empty(chromadb: Any, name: str) -> tuple[Any, Any]:  # noqa: ANN401
     """An empty in-memory collection: what reading an index that was never built finds (nothing on disk)."""
     from chromadb.config import Settings as ChromaSettings

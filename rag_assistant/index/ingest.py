@@ -136,7 +136,7 @@ def ingest_papers(
     def embedder() -> Any:  # noqa: ANN401 - a BaseEmbedder, or a test's stand-in
         return get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
 
-    sentences = SentenceIngest(settings, chunking, embedder, _lazy_counter(s.embedding_model))
+    sentences = SentenceIngest(settings, chunking, embedder, _lazy_counter(s.embedding_model), store)
     try:
         if plan.todo or plan.stale:
             _write_changes(plan, store, info, settings, chunking, progress, report, sentences)

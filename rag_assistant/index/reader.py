@@ -89,8 +89,8 @@ class IndexReader:
 
     def sentence_vectors(self, papers: Sequence[Paper], embedder: BaseEmbedder) -> dict[str, Any]:
         """Paper id -> the vectors of its sentences (n x dim, aligned with text.split_sentences(paper.text)):
-        stored by ingest in the sidecar (index/sentences.py, opened read-only), else computed with `embedder`
-        the way ingest computes them and kept in memory."""
+        stored by ingest in the sidecar or the Chroma server (index/sentences.py, read only), else computed with
+        `embedder` the way ingest computes them and kept in memory."""
         if self._sentences is None:
             from rag_assistant.index.chunking import token_counter
             from rag_assistant.index.embedding import get_tokenizer
@@ -99,8 +99,14 @@ class IndexReader:
             chunking = recorded_chunking(self.info(), self._store.count)
             chunking = chunking or (s.chunk_max_tokens, s.chunk_overlap_sentences)
             count = token_counter(get_tokenizer(s.embedding_model))
-            self._sentences = SentenceReader(s, embedder, count, chunking)
+            self._sentences = SentenceReader(s, embedder, count, chunking, self._store)
         return self._sentences.vectors(papers)
+
+    def papers_without_sentence_vectors(self, chunking: tuple[int, int], papers: Sequence[Paper]) -> int | None:
+        """How many of `papers` have no stored sentence vectors (index/sentences.py `without_vectors`)."""
+        from rag_assistant.index.sentences import without_vectors
+
+        return without_vectors(self.settings, chunking, papers, self._store)
 
     def any_match(self, where: dict[str, Any]) -> bool:
         """Whether some stored chunk's metadata matches `where` (a filter on paper fields)."""

@@ -39,18 +39,10 @@ class RunLog:
     def of(cls, store: object, write: bool) -> RunLog | None:
         """The log of any Chroma store (embedded or server); None for a store that is not Chroma or, for reading,
         a collection without a log yet (no ingest of this version wrote to it)."""
-        client, chunks = getattr(store, "client", None), getattr(store, "collection", None)
-        if client is None or chunks is None:
-            return None
-        name = chunks.name + SUFFIX
-        if write:
-            return cls(chunks, client.get_or_create_collection(name, embedding_function=None))
-        from chromadb.errors import NotFoundError
+        from rag_assistant.index.chroma_open import sibling_collection
 
-        try:
-            return cls(chunks, client.get_collection(name, embedding_function=None))
-        except NotFoundError:
-            return None
+        log = sibling_collection(store, SUFFIX, write)
+        return None if log is None else cls(store.collection, log)  # type: ignore[attr-defined]
 
     @classmethod
     def open(cls, store: object, settings: Any, write: bool) -> RunLog | None:  # noqa: ANN401 - Settings
