@@ -1,4 +1,4 @@
-"""Paper fields: normalised from the names real exports use, stored as filterable Chroma metadata of each paper,
+"""Paper fields: normalised from the names real exports use, stored as filterable Chroma metadata of the chunks,
 upgraded by a re-ingest of an index written before them; a paper without metadata is stored as before."""
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _collection(settings: Settings):  # noqa: ANN202 - chromadb's Collection
     return open_store(settings).collection
 
 
-def test_fields_are_chroma_metadata_of_each_papers_first_chunk(tmp_path: Path) -> None:
+def test_fields_are_chroma_metadata_of_the_chunks_authors_of_the_first(tmp_path: Path) -> None:
     path = tmp_path / "papers.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     settings = Settings()
@@ -143,7 +143,8 @@ def test_fields_are_chroma_metadata_of_each_papers_first_chunk(tmp_path: Path) -
     rows = col.get(include=["metadatas"])["metadatas"]
     firsts = [m for m in rows if m["chunk_index"] == 0]
     assert len(firsts) == 2 and all(m["f_year"] in (2024, 2025) and m["f_author_keys"] for m in firsts)
-    assert not any("f_year" in m for m in rows if m["chunk_index"])  # once per paper (index/records.py)
+    assert all("f_year" in m for m in rows)  # short fields on every chunk, authors once per paper (records.py)
+    assert not any("f_author_keys" in m for m in rows if m["chunk_index"])
     # the abstract is stored once per paper, on its first chunk only
     assert sum("paper_text" in m for m in rows) == 2 < len(rows)
 

@@ -1,7 +1,7 @@
 """Chroma storage per chunk (index/records.py): chunks store no document, their text is a span of the paper's
-abstract; a paper's abstract, metadata and fields are stored once, on its first chunk, in pieces that stay inside
-SQLite's index pages; filters find the matching papers there and still rank every chunk of them. An index written
-in the older layout is read as it is and upgraded by the next ingest, without embedding anything again."""
+abstract; a paper's abstract, metadata and authors are stored once, on its first chunk, in pieces that stay
+inside SQLite's index pages; an author filter finds the matching papers there and still ranks every chunk of
+them. An index in the older layout is read as it is and upgraded by the next ingest, embedding nothing again."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from rag_assistant.config import Settings
-from rag_assistant.corpus import bundled_corpus_path, load_corpus
+from rag_assistant.corpus import load_corpus
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.filters import chroma_where, parse_filters
 from rag_assistant.index.ingest import ingest_papers
@@ -68,8 +66,9 @@ def test_chunks_store_no_document_and_each_paper_once(tmp_path: Path) -> None:
     assert not any(doc for _, doc, _ in rows)  # no document: no copy in Chroma's full-text index
     firsts = [meta for _, _, meta in rows if meta["chunk_index"] == 0]
     others = [meta for _, _, meta in rows if meta["chunk_index"] > 0]
-    assert len(firsts) == 2 and all("paper_text" in m and "f_topic" in m for m in firsts)
-    paper_keys = ("f_", "paper_text", "paper_meta", "paper_position", "title")
+    assert len(firsts) == 2 and all("paper_text" in m and "f_author_keys" in m for m in firsts)
+    assert all("f_topic" in m and "f_year" in m for m in others)  # short fields: filtered by Chroma directly
+    paper_keys = ("f_author_keys", "paper_text", "paper_meta", "paper_position", "title")
     assert not any(k.startswith(paper_keys) for m in others for k in m)
     assert all(m.keys() >= {"start", "end", "paper_hash", "n_chunks", "source"} for m in others)
     longest = max(len(v.encode()) for _, _, m in rows for v in m.values() if isinstance(v, str))
@@ -88,15 +87,23 @@ def test_chunks_store_no_document_and_each_paper_once(tmp_path: Path) -> None:
 
 
 def test_a_filter_ranks_every_chunk_of_the_matching_papers(tmp_path: Path) -> None:
-    """The fields live on first chunks only, yet a filtered dense search returns the later chunks too."""
+    """Authors' keys live on first chunks only (resolved to papers first), the other fields on every chunk: a
+    filtered dense search returns every chunk of the matching papers, alone or combined."""
     settings = Settings()
     ingest_papers(_papers(tmp_path), settings)
     reader = IndexReader(settings)
-    where = chroma_where(parse_filters(years="2025"))
-    assert where is not None and reader.any_match(where)
-    hits = reader.query([1.0] + [0.0] * (reader.dimension() - 1), 50, where=where)
-    assert {h.paper_id for h in hits} == {"p1"} and len(hits) == reader.count() - 1  # p2 has one chunk
-    assert reader.query([1.0] + [0.0] * (reader.dimension() - 1), 50, exclude={"p1"}, where=where) == []
+    query = [1.0] + [0.0] * (reader.dimension() - 1)
+    p1_chunks = reader.count() - 1  # p2 has one chunk
+    for filters in (parse_filters(years="2025"), parse_filters(authors=["jurgen SCHMIDHUBER"])):
+        where = chroma_where(filters)
+        assert where is not None and reader.any_match(where)
+        hits = reader.query(query, 50, where=where)
+        assert {h.paper_id for h in hits} == {"p1"} and len(hits) == p1_chunks
+        assert reader.query(query, 50, exclude={"p1"}, where=where) == []
+    both = chroma_where(parse_filters(authors=["Zhihui Xie"], years="2025"))
+    assert both is not None and len(reader.query(query, 50, where=both)) == p1_chunks
+    none = chroma_where(parse_filters(authors=["Zhihui Xie"], years="2024"))
+    assert none is not None and not reader.any_match(none) and reader.query(query, 50, where=none) == []
 
 
 def _fts_bytes(settings: Settings) -> int:
@@ -140,7 +147,9 @@ def test_reingest_upgrades_an_index_of_the_older_layout_reusing_every_vector(tmp
     assert any(doc for _, doc, _ in _rows(legacy))
     # read as it is: texts, papers and filters
     assert dict(legacy.iter_chunks()) == before and legacy.papers(["p1", "p2"]) == {p.paper_id: p for p in papers}
-    assert legacy.matching_papers(chroma_where(parse_filters(years="2024")) or {}) == ["p2"]
+    vector = [1.0] + [0.0] * (legacy.dimension() - 1)  # type: ignore[operator]
+    for filters in (parse_filters(years="2024"), parse_filters(authors=["Ada Lovelace"])):
+        assert {h.paper_id for h in legacy.query(vector, 50, where=chroma_where(filters))} == {"p2"}
 
     fts = _fts_bytes(settings)
     result = cli("ingest", str(tmp_path / "papers.jsonl"))
@@ -155,24 +164,3 @@ def test_reingest_upgrades_an_index_of_the_older_layout_reusing_every_vector(tmp
 
     report = ingest_papers(load_corpus([tmp_path / "papers.jsonl"]).papers, settings)
     assert (report.upgraded, report.unchanged, report.chunks_added) == (0, 2, 0)
-
-
-def test_every_route_of_a_filtered_search_ranks_the_subset_alike(monkeypatch) -> None:  # noqa: ANN001
-    """Few papers ranked here, many papers from a wide unfiltered query, or Chroma's own filter: the same chunks,
-    in the same order, as ranking every chunk and keeping the subset's."""
-    import rag_assistant.index.subset_search as subset
-
-    settings = Settings()
-    ingest_papers(load_corpus([bundled_corpus_path()]).papers, settings)
-    store = open_store(settings)
-    every = store.collection.get(include=["embeddings"])
-    papers = sorted({cid.split("#")[0] for cid in every["ids"]})[::3]
-    query = every["embeddings"][every["ids"].index(f"{papers[2]}#0")]
-    expected = [h.chunk_id for h in store.nearest(query, len(every["ids"])) if h.paper_id in set(papers)][:6]
-    routes = {"here": (1000, 8), "wide": (0, 8), "chroma": (0, 1)}
-    for name, (few, wide) in routes.items():
-        monkeypatch.setattr(subset, "FEW_PAPERS", few)
-        monkeypatch.setattr(subset, "WIDE", wide)
-        hits = store.query(query, 6, where={"paper_id": {"$in": papers}})
-        assert [h.chunk_id for h in hits] == expected, name
-        assert hits[0].similarity == pytest.approx(1.0, abs=1e-3) and hits[0].text

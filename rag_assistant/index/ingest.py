@@ -21,6 +21,7 @@ from rag_assistant.corpus.loader import CorpusLoad
 from rag_assistant.corpus.models import Paper
 from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
+from rag_assistant.index.chroma_open import compact
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
@@ -147,8 +148,6 @@ def ingest_papers(
     finally:
         sentences.close()
     if report.upgraded and not settings.chroma_url:  # the old documents' space, given back
-        from rag_assistant.index.chroma_open import compact
-
         compact(settings.chroma_dir)
     report.seconds = time.perf_counter() - started
     return report

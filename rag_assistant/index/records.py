@@ -6,8 +6,9 @@ that disables them is recorded, yet the SQLite tables are still written). So:
 
 - a chunk stores no document: its text is its paper's title prefix and a span (`start`, `end`) of the abstract,
   checked when written; a text that is not such a span (a caller's own chunking) is kept as `chunk_text`;
-- what belongs to the paper (abstract, raw metadata, title, position, the filterable `f_` fields) is stored once,
-  on its first chunk; filters find the matching first chunks, then rank the chunks of those papers;
+- what belongs to the paper (abstract, raw metadata, title, position, its authors' keys) is stored once, on its
+  first chunk; a filter on authors finds the matching papers there, then ranks their chunks; the other `f_`
+  fields (short: a track, a year) stay on every chunk, so Chroma filters on them directly;
 - long strings are cut into pieces of at most PIECE_BYTES (`key`, `key~1`, `key~2`, ...), which stay inside
   the SQLite index page instead of costing an overflow page each.
 
@@ -25,7 +26,7 @@ from typing import Any
 from rag_assistant.corpus.fields import name_key, normalise
 from rag_assistant.corpus.models import Paper
 
-FIELD_PREFIX = "f_"  # a paper's normalised fields (corpus/fields.py) on its first chunk, for `where` filters
+FIELD_PREFIX = "f_"  # a paper's normalised fields (corpus/fields.py) on its chunks, for `where` filters
 AUTHOR_KEYS = FIELD_PREFIX + "author_keys"  # its authors as filters compare them (fields.name_key)
 PIECE_BYTES = 900  # a string piece's UTF-8 size: with its key and row id it stays under SQLite's 1,002 in-page bytes
 LEGACY_KEY = "position"  # an int on every chunk written before this layout, on none since (see POSITION)
@@ -36,7 +37,8 @@ CHUNK_TEXT = "chunk_text"  # a chunk's own text, when it is not a span of the ab
 
 def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]:
     """A chunk's metadata before `chunk_metadata` places its text: what every chunk carries (its paper, hash,
-    count and file: what ingest's crash checks read), and on the first chunk the paper itself."""
+    count and file: what ingest's crash checks read; the paper's fields but its authors, for filters), and on the
+    first chunk the paper itself and its authors' keys."""
     meta: dict[str, Any] = {
         "paper_id": paper.paper_id,
         "chunk_index": index,
@@ -44,6 +46,9 @@ def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]
         "paper_hash": paper.content_hash,
         "source": paper.source,
     }
+    fields = field_metadata(paper)
+    authors = fields.pop(AUTHOR_KEYS, None)
+    meta.update(fields)
     if index == 0:  # the paper, once, so answers and references need no other store
         meta[POSITION] = paper.position
         if paper.title:
@@ -51,14 +56,14 @@ def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]
         meta.update(pieces("paper_text", paper.text))
         if paper.metadata:
             meta.update(pieces("paper_meta", json.dumps(paper.metadata, ensure_ascii=False, default=str)))
-        meta.update(field_metadata(paper))
+        if authors:
+            meta[AUTHOR_KEYS] = authors
     return meta
 
 
 def field_metadata(paper: Paper) -> dict[str, Any]:
-    """The paper's fields as Chroma metadata of its first chunk (filterable with `where`; lists with
-    `$contains`); its authors only as `AUTHOR_KEYS` (the names are in `paper_meta`). Nothing for a paper
-    without metadata."""
+    """The paper's fields as Chroma metadata (filterable with `where`; lists with `$contains`); its authors only
+    as `AUTHOR_KEYS` (the names are in `paper_meta`). Nothing for a paper without metadata."""
     fields = normalise(paper.metadata)
     authors = fields.pop("authors", None) or []
     out: dict[str, Any] = {FIELD_PREFIX + key: value for key, value in fields.items()}
@@ -66,6 +71,14 @@ def field_metadata(paper: Paper) -> dict[str, Any]:
     if keys:
         out[AUTHOR_KEYS] = keys
     return out
+
+
+def split_where(where: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A filter's clauses (index/filters.py) as (those on authors, the others): the authors' keys are on first
+    chunks only (an author has few papers: resolved to their ids), the other fields on every chunk."""
+    clauses = list(where["$and"]) if set(where) == {"$and"} else [dict(where)]
+    on_authors = [c for c in clauses if AUTHOR_KEYS in json.dumps(c)]
+    return on_authors, [c for c in clauses if c not in on_authors]
 
 
 def chunk_metadata(meta: Mapping[str, Any], text: str, paper: Paper | None) -> dict[str, Any]:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.corpus.models import Paper
-from rag_assistant.index.records import LEGACY_KEY, chunk_metadata, metadata_to_paper, text_key, texts_of
+from rag_assistant.index.records import LEGACY_KEY, chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
 from rag_assistant.index.records import paper_to_metadata as paper_to_metadata  # what writers of chunks call
-from rag_assistant.index.subset_search import subset_nearest
 
 if TYPE_CHECKING:
     from rag_assistant.index.chroma_open import ChromaEndpoint
@@ -186,14 +185,16 @@ class ChromaStore:
         self, embedding: Sequence[float], n: int, exclude: Collection[str] = (), where: Mapping[str, Any] | None = None
     ) -> list[ChunkHit]:
         """The `n` chunks nearest to `embedding` among the papers matching `where` (a filter on paper fields,
-        index/filters.py: resolved to those papers on their first chunks, then applied by Chroma before ranking),
+        index/filters.py, applied by Chroma before ranking; on authors: resolved to those papers' ids first),
         leaving out the papers in `exclude`. Chroma's `$nin` filter is slow (1.5 s instead of 70 ms at 100k
         chunks), so the excluded papers are first dropped from twice as many neighbours; only when they fill more
         than half of those (one huge excluded paper) does Chroma filter."""
         # No count() first: Chroma returns what it has when asked for more, and counting costs ~12 ms per
         # 100k chunks, more than the query itself
         if where:
-            return subset_nearest(self, embedding, n, [p for p in self.matching_papers(where) if p not in exclude])
+            clauses = self._chunk_where(where)
+            nin = [{"paper_id": {"$nin": sorted(exclude)}}] if exclude else []
+            return [] if clauses is None else self.nearest(embedding, n, _all([*clauses, *nin]))
         if not exclude:
             return self.nearest(embedding, n)
         wide = self.nearest(embedding, 2 * n)
@@ -202,10 +203,14 @@ class ChromaStore:
             return hits[:n]
         return self.nearest(embedding, n, {"paper_id": {"$nin": sorted(exclude)}})
 
-    def matching_papers(self, where: Mapping[str, Any]) -> list[str]:
-        """Ids of the papers whose fields (on their first chunk) match `where`."""
-        found = self.collection.get(where={"$and": [dict(where), {"chunk_index": 0}]}, include=[])
-        return [paper_of(cid) for cid in found["ids"]]
+    def _chunk_where(self, where: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """`where` as clauses on chunk metadata: its clauses on authors (on first chunks only) resolved to those
+        papers' ids; None when no paper matches them."""
+        on_authors, rest = split_where(where)
+        if not on_authors:
+            return rest
+        found = self.collection.get(where=_all([*on_authors, {"chunk_index": 0}]), include=[])["ids"]
+        return [*rest, {"paper_id": {"$in": [paper_of(cid) for cid in found]}}] if found else None
 
     def nearest(self, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None) -> list[ChunkHit]:
         """Chroma's `n` nearest chunks matching `where` (on chunk metadata)."""
@@ -218,16 +223,6 @@ class ChromaStore:
         return self._hits(
             res["ids"][0], res["documents"][0], res["metadatas"][0], [1.0 - d for d in res["distances"][0]]
         )
-
-    def hits(self, chunk_ids: Sequence[str], similarities: Sequence[float]) -> list[ChunkHit]:
-        """These chunks as hits with these similarities, in this order."""
-        res = self.collection.get(ids=list(chunk_ids), include=["documents", "metadatas"])
-        found = {
-            cid: (doc, meta) for cid, doc, meta in zip(res["ids"], res["documents"], res["metadatas"], strict=True)
-        }
-        ids = [cid for cid in chunk_ids if cid in found]
-        sims = [s for cid, s in zip(chunk_ids, similarities, strict=True) if cid in found]
-        return self._hits(ids, [found[c][0] for c in ids], [found[c][1] for c in ids], sims)
 
     def _hits(
         self, ids: Sequence[str], docs: Sequence[Any], metas: Sequence[Any], sims: Sequence[float]
@@ -334,8 +329,9 @@ class ChromaStore:
             offset += len(res["ids"])
 
     def any_match(self, where: Mapping[str, Any]) -> bool:
-        """Whether some paper's fields (on its first chunk) match `where`."""
-        return bool(self.collection.get(where={"$and": [dict(where), {"chunk_index": 0}]}, limit=1, include=[])["ids"])
+        """Whether some chunk matches `where` (a filter on paper fields)."""
+        clauses = self._chunk_where(where)
+        return clauses is not None and bool(self.collection.get(where=_all(clauses), limit=1, include=[])["ids"])
 
     def count(self) -> int:
         return int(self.collection.count())
@@ -390,6 +386,10 @@ def _states(rows: Iterable[tuple[str, Any]]) -> dict[str, PaperState]:
             legacy=any(LEGACY_KEY in m for _, m in group),
         )
     return states
+
+
+def _all(clauses: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    return None if not clauses else dict(clauses[0]) if len(clauses) == 1 else {"$and": list(clauses)}
 
 
 def open_store(settings: Any, write: bool = True) -> ChromaStore:  # noqa: ANN401 - Settings
