@@ -306,3 +306,19 @@ def _tls_failure(exc: BaseException) -> str | None:
 def _first_line(exc: BaseException) -> str:
     """The first non-blank line of an error, at most 200 characters; its type when it has no text."""
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:200]
+
+
+def compact(path: Path) -> None:
+    """Give back what rewriting chunks freed in an embedded Chroma's SQLite file (after an upgrade to the layout of
+    index/records.py, which empties every document): FTS5 keeps a deleted document's terms until its segments are
+    merged, so its index is merged ('optimize'), then the file vacuumed (what `chroma vacuum` does). SQLite waits
+    up to a minute for another process's transaction; a busy or locked file is left as it is."""
+    try:
+        with sqlite3.connect(path / SQLITE, timeout=60) as db:
+            db.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES('optimize')")
+        db.close()
+        with sqlite3.connect(path / SQLITE, timeout=60, isolation_level=None) as db:
+            db.execute("VACUUM")
+        db.close()
+    except sqlite3.OperationalError as exc:  # locked by a reader or writer elsewhere: the space stays reusable
+        logging.getLogger(__name__).info("not compacted: %s", exc)

@@ -22,6 +22,7 @@ from rag_assistant.corpus.loader import CorpusLoad
 from rag_assistant.corpus.models import Paper
 from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
+from rag_assistant.index.chroma_open import compact
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
@@ -46,6 +47,7 @@ class IngestReport:
     new: int = 0
     resumed: int = 0  # stored in part by an interrupted ingest, same content: completed now
     changed: int = 0
+    upgraded: int = 0  # unchanged, stored in an older layout (index/records.py): rewritten with their stored vectors
     unchanged: int = 0
     removed: int = 0
     chunks_added: int = 0
@@ -85,6 +87,7 @@ class _Plan:
     states: dict[str, PaperState]
     stale: dict[str, tuple[str, ...]]
     unlisted: list[tuple[Paper, int]]  # unchanged papers the manifest lacks (an index from before it, a kill)
+    upgraded: set[str] = field(default_factory=set)  # unchanged papers rewritten in the current layout
 
 
 def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = False) -> KeywordIndex:
@@ -145,6 +148,8 @@ def ingest_papers(
         _finish_sentences(papers, plan, sentences, progress, report)
     finally:
         sentences.close()
+    if report.upgraded and not settings.chroma_url:  # the old documents' space, given back
+        compact(settings.chroma_dir)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -173,6 +178,7 @@ def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Pla
     _refuse_clashes(papers, states)
     todo: list[Paper] = []
     unlisted: list[tuple[Paper, int]] = []
+    upgraded: set[str] = set()
     for paper in papers:
         state = states.get(paper.paper_id)
         if state is None:
@@ -184,12 +190,16 @@ def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Pla
         elif not state.complete:
             report.resumed += 1
             todo.append(paper)
+        elif state.legacy:  # chunks of an older layout: rewritten, reusing their vectors and sentence vectors
+            report.upgraded += 1
+            upgraded.add(paper.paper_id)
+            todo.append(paper)
         else:
             report.unchanged += 1
             if not state.listed:
                 unlisted.append((paper, len(state.chunk_ids)))
     stale = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
-    return _Plan(todo, states, stale, unlisted)
+    return _Plan(todo, states, stale, unlisted, upgraded)
 
 
 def _refuse_clashes(papers: list[Paper], states: dict[str, PaperState]) -> None:
@@ -214,7 +224,7 @@ def _finish_sentences(
     """Drop the sentence vectors of removed and changed papers, and compute those still missing: unchanged papers
     of an index from before sentence vectors, or ingested by another client of a shared Chroma server (a
     backfill, which encodes their chunks once more without storing them again)."""
-    changed = [p.paper_id for p in plan.todo if p.paper_id in plan.states]
+    changed = [p.paper_id for p in plan.todo if p.paper_id in plan.states and p.paper_id not in plan.upgraded]
     missing = sentences.missing(papers)  # their rows of an older digest (a changed splitter) go too
     sentences.delete([*plan.stale, *changed, *(p.paper_id for p in missing)], papers)
     sentences.backfill(missing, progress)

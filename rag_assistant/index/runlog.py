@@ -21,6 +21,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rag_assistant.index.records import chunk_texts
 from rag_assistant.index.store import RUN_KEY
 
 SUFFIX = ".runs"
@@ -115,11 +116,10 @@ class RunLog:
         return self.texts(ids)
 
     def texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """The stored text of those of these chunks that exist now."""
+        """The stored text of those of these chunks that exist now (laid out as index/records.py says)."""
         out: dict[str, str] = {}
         for start in range(0, len(chunk_ids), PAGE):
-            res = self.chunks.get(ids=list(chunk_ids[start : start + PAGE]), include=["documents"])
-            out.update(zip(res["ids"], res["documents"] or [], strict=True))
+            out.update(chunk_texts(self.chunks, chunk_ids[start : start + PAGE]))
         return out
 
 
