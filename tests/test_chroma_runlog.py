@@ -116,3 +116,37 @@ def test_a_killed_ingests_run_is_never_applied_and_its_completion_is(cli: Any, t
         fresh = {**env["a"], "RAG_ASSISTANT_DATA_DIR": str(tmp_path / "fresh")}
         assert _rankings(cli, fresh) == ranked
         assert "pending" not in cli("stats", env=env["b"]).stdout
+
+
+@pytest.mark.slow
+def test_sentence_vectors_live_in_the_server_and_a_second_client_answers_as_the_ingesting_one(
+    cli: Any, tmp_path: Path
+) -> None:
+    """Issue 21: with a Chroma server the sentence vectors an ingest computes are records of `<collection>.sentences`
+    in the server, so a client that never ingested reads them (nothing stored or computed per process in its
+    data dir) and its answers equal the ingesting client's. Before, they lived in the ingesting client's data
+    dir only, and `stats` on any other client counted every paper as without them."""
+    from chroma_server import ChromaServer
+
+    (corpus,) = _parts(tmp_path / "corpus", 1)
+    with ChromaServer(tmp_path / "server") as server:
+        env = {name: {"RAG_ASSISTANT_CHROMA_URL": server.url, "RAG_ASSISTANT_DATA_DIR": str(tmp_path / name)}
+               for name in ("a", "b")}  # fmt: skip
+        assert cli("ingest", str(corpus), env=env["a"]).returncode == 0
+        for name in ("a", "b"):
+            shown = json.loads(cli("stats", "--json", env=env[name]).stdout)
+            assert shown["papers"] == 38 and shown["papers_without_sentence_vectors"] == 0, (name, shown)
+        for question in ("How does ShadowKV reduce KV cache memory?", "What makes fine-tuning unsafe?"):
+            answers = [cli("ask", question, "--json", env=env[name]) for name in ("a", "b")]
+            assert all(res.returncode == 0 for res in answers), [res.stderr for res in answers]
+            a, b = (json.loads(res.stdout) for res in answers)
+            assert (
+                a["mode"] == "extractive"
+                and a["citations"]
+                and (a["answer"], a["citations"])
+                == (
+                    b["answer"],
+                    b["citations"],
+                )
+            )
+        assert not [*(tmp_path / "a").glob("sentences/*"), *(tmp_path / "b").glob("sentences/*")]  # no sidecar

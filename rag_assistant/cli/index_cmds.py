@@ -65,9 +65,10 @@ def ingest(
     else:
         reused = report.chunks_added - report.chunks_embedded
         resumed = f"{report.resumed} resumed (completed from an interrupted ingest), " if report.resumed else ""
+        upgraded = f"{report.upgraded} upgraded (to the compact storage layout), " if report.upgraded else ""
         out().print(
             f"Ingested {plural(report.papers, 'paper')} from {plural(len(result.loaded.files), 'file')}: "
-            f"{report.new} new, {resumed}{report.changed} changed, {report.unchanged} unchanged, "
+            f"{report.new} new, {resumed}{report.changed} changed, {upgraded}{report.unchanged} unchanged, "
             f"{report.removed} removed; {plural(report.chunks_added, 'new chunk')}"
             f"{f' ({reused} with a stored vector reused)' if reused else ''}, {report.chunks_deleted} deleted in "
             f"{report.seconds:.1f}s."

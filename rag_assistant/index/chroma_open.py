@@ -204,6 +204,24 @@ def _collection(client: Any, name: str, write: bool) -> Any:  # noqa: ANN401 - a
         return None
 
 
+def sibling_collection(store: object, suffix: str, write: bool) -> Any:  # noqa: ANN401 - a Collection or None
+    """The collection named after a ChromaStore's chunks' one plus `suffix` (the run log, the sentence vectors), on
+    the same client: created for writing; for reading None when it does not exist (reading creates nothing), and
+    None for a store that is not Chroma."""
+    client, chunks = getattr(store, "client", None), getattr(store, "collection", None)
+    if client is None or chunks is None:
+        return None
+    name = chunks.name + suffix
+    if write:
+        return client.get_or_create_collection(name, embedding_function=None)
+    from chromadb.errors import NotFoundError
+
+    try:
+        return client.get_collection(name, embedding_function=None)
+    except NotFoundError:
+        return None
+
+
 def _empty(chromadb: Any, name: str) -> tuple[Any, Any]:  # noqa: ANN401
     """An empty in-memory collection: what reading an index that was never built finds (nothing on disk)."""
     from chromadb.config import Settings as ChromaSettings
@@ -288,3 +306,19 @@ def _tls_failure(exc: BaseException) -> str | None:
 def _first_line(exc: BaseException) -> str:
     """The first non-blank line of an error, at most 200 characters; its type when it has no text."""
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:200]
+
+
+def compact(path: Path) -> None:
+    """Give back what rewriting chunks freed in an embedded Chroma's SQLite file (after an upgrade to the layout of
+    index/records.py, which empties every document): FTS5 keeps a deleted document's terms until its segments are
+    merged, so its index is merged ('optimize'), then the file vacuumed (what `chroma vacuum` does). SQLite waits
+    up to a minute for another process's transaction; a busy or locked file is left as it is."""
+    try:
+        with sqlite3.connect(path / SQLITE, timeout=60) as db:
+            db.execute("INSERT INTO embedding_fulltext_search(embedding_fulltext_search) VALUES('optimize')")
+        db.close()
+        with sqlite3.connect(path / SQLITE, timeout=60, isolation_level=None) as db:
+            db.execute("VACUUM")
+        db.close()
+    except sqlite3.OperationalError as exc:  # locked by a reader or writer elsewhere: the space stays reusable
+        logging.getLogger(__name__).info("not compacted: %s", exc)

@@ -1,9 +1,9 @@
 """Filters on paper fields (`--author`, `--year`, `--topic`, `--where FIELD=VALUE`): parsed from what the user
 typed, checked against the fields the index holds (an unknown field, a malformed year, a topic or author no
-paper has: a FilterError, exit 2), and turned into a Chroma `where` clause on the chunks' `f_` metadata
-(index/store.py). The keyword index takes the same resolved `FieldFilter`s (index/keyword.py): both apply them
-before ranking, so a filtered question gets the best papers of the subset. Several filters must all hold;
-several values of one filter (`--author A --author B`) any of them."""
+paper has: a FilterError, exit 2), and turned into a Chroma `where` clause on the papers' `f_` metadata
+(index/records.py), which the store resolves to the matching papers. The keyword index takes the same resolved
+`FieldFilter`s (index/keyword.py): both apply them before ranking, so a filtered question gets the best papers of
+the subset. Several filters must all hold; several values of one filter (`--author A --author B`) any of them."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rag_assistant.corpus.fields import field_key, name_key, normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import FilterError
 from rag_assistant.index.keyword_fields import FieldFilter
-from rag_assistant.index.store import AUTHOR_KEYS, FIELD_PREFIX
+from rag_assistant.index.records import AUTHOR_KEYS, FIELD_PREFIX
 
 _YEARS = re.compile(r"^\s*(\d{4})?\s*(-|\.\.)?\s*(\d{4})?\s*$")
 Catalogue = dict[str, Counter]  # field -> value -> papers carrying it

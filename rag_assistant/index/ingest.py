@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,13 @@ from rag_assistant.corpus.loader import CorpusLoad
 from rag_assistant.corpus.models import Paper
 from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
+from rag_assistant.index.chroma_open import compact
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
 from rag_assistant.index.keyword_cache import sync_client_cache
 from rag_assistant.index.keyword_fields import keyword_doc, store_docs
-from rag_assistant.index.pending import delete_by_paper, pending_runs, settle, with_runs
+from rag_assistant.index.pending import delete_by_paper, open_log, settle
 from rag_assistant.index.runlog import RunLog
 from rag_assistant.index.sentences import SentenceIngest, SentencePass
 from rag_assistant.index.state import check_model, index_chunking, keyword_dir, model_signature, store_revision
@@ -45,6 +47,7 @@ class IngestReport:
     new: int = 0
     resumed: int = 0  # stored in part by an interrupted ingest, same content: completed now
     changed: int = 0
+    upgraded: int = 0  # unchanged, stored in an older layout (index/records.py): rewritten with their stored vectors
     unchanged: int = 0
     removed: int = 0
     chunks_added: int = 0
@@ -84,6 +87,7 @@ class _Plan:
     states: dict[str, PaperState]
     stale: dict[str, tuple[str, ...]]
     unlisted: list[tuple[Paper, int]]  # unchanged papers the manifest lacks (an index from before it, a kill)
+    upgraded: set[str] = field(default_factory=set)  # unchanged papers rewritten in the current layout
 
 
 def sync_keyword_index(store: VectorStore, settings: Settings, force: bool = False) -> KeywordIndex:
@@ -135,7 +139,7 @@ def ingest_papers(
     def embedder() -> Any:  # noqa: ANN401 - a BaseEmbedder, or a test's stand-in
         return get_embedder(s.embedding_model, s.embedding_backend, s.embed_batch_size, s.remote_embedding)
 
-    sentences = SentenceIngest(settings, chunking, embedder, _lazy_counter(s.embedding_model))
+    sentences = SentenceIngest(settings, chunking, embedder, _lazy_counter(s.embedding_model), store)
     try:
         if plan.todo or plan.stale:
             _write_changes(plan, store, info, settings, chunking, progress, report, sentences)
@@ -144,6 +148,8 @@ def ingest_papers(
         _finish_sentences(papers, plan, sentences, progress, report)
     finally:
         sentences.close()
+    if report.upgraded and not settings.chroma_url:  # the old documents' space, given back
+        compact(settings.chroma_dir)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -172,6 +178,7 @@ def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Pla
     _refuse_clashes(papers, states)
     todo: list[Paper] = []
     unlisted: list[tuple[Paper, int]] = []
+    upgraded: set[str] = set()
     for paper in papers:
         state = states.get(paper.paper_id)
         if state is None:
@@ -183,12 +190,16 @@ def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Pla
         elif not state.complete:
             report.resumed += 1
             todo.append(paper)
+        elif state.legacy:  # chunks of an older layout: rewritten, reusing their vectors and sentence vectors
+            report.upgraded += 1
+            upgraded.add(paper.paper_id)
+            todo.append(paper)
         else:
             report.unchanged += 1
             if not state.listed:
                 unlisted.append((paper, len(state.chunk_ids)))
     stale = {pid: st.chunk_ids for pid, st in from_sources.items() if pid not in by_id}
-    return _Plan(todo, states, stale, unlisted)
+    return _Plan(todo, states, stale, unlisted, upgraded)
 
 
 def _refuse_clashes(papers: list[Paper], states: dict[str, PaperState]) -> None:
@@ -213,7 +224,7 @@ def _finish_sentences(
     """Drop the sentence vectors of removed and changed papers, and compute those still missing: unchanged papers
     of an index from before sentence vectors, or ingested by another client of a shared Chroma server (a
     backfill, which encodes their chunks once more without storing them again)."""
-    changed = [p.paper_id for p in plan.todo if p.paper_id in plan.states]
+    changed = [p.paper_id for p in plan.todo if p.paper_id in plan.states and p.paper_id not in plan.upgraded]
     missing = sentences.missing(papers)  # their rows of an older digest (a changed splitter) go too
     sentences.delete([*plan.stale, *changed, *(p.paper_id for p in missing)], papers)
     sentences.backfill(missing, progress)
@@ -223,12 +234,13 @@ def _finish_sentences(
 def _finish_unchanged(store: VectorStore, info: dict[str, Any], settings: Settings, report: IngestReport) -> None:
     """Nothing to write: only bring the keyword index and the pending runs up to date after a killed run."""
     revision = store_revision(info)
-    log = RunLog.open(store, settings, write=True)  # a shared server's run log; None on one machine
+    runs, info = open_log(store, info)
+    log = runs if settings.chroma_url else None  # a shared server's clients follow its run log
     report.keyword_rebuilt = KeywordIndex.stored_revision(keyword_dir(settings)) != revision  # e.g. a killed run
     if report.keyword_rebuilt and log is None:
         KeywordIndex(keyword_dir(settings)).build(store_docs(store), revision)
-    if pending_runs(info):  # a killed run had written everything, or left papers of other files
-        _settle(store, info, "", report, log)
+    if runs.pending():  # a killed run had written everything, or left papers of other files: settled by a run
+        _settle(store, runs, uuid.uuid4().hex, 0, report)  # of its own that writes nothing
     if report.keyword_rebuilt and log:  # only what other clients' or killed runs changed is read
         sync_client_cache(store, settings, log)
 
@@ -248,16 +260,11 @@ def _write_changes(
     # Mark the store as changing before writing, so a kill leaves a revision the keyword index lacks.
     # Registered as pending too: whatever this run writes stays hidden from search until it has settled.
     before, revision = store_revision(info), uuid.uuid4().hex
-    info = {
-        **info,
-        "embedding_model": model_signature(settings),
-        "chunking": "/".join(map(str, chunking)),
-        "revision": revision,
-    }
-    info = with_runs(info, [*pending_runs(info), revision])
-    store.set_info(info)
-    if log := RunLog.open(store, settings, write=True):  # a shared server's run log; None on one machine
-        log.start(revision)
+    runs, info = open_log(store, info)
+    runs.start(revision)  # before the revision moves: a reader that sees the new revision sees the run pending
+    info = {**info, "embedding_model": model_signature(settings), "chunking": "/".join(map(str, chunking))}
+    store.set_info({**info, "revision": revision})
+    log = runs if settings.chroma_url else None  # a shared server's clients follow its run log
     store.unlist_papers([*(p.paper_id for p in plan.todo if p.paper_id in plan.states), *plan.stale])
 
     count = token_counter(get_tokenizer(settings.embedding_model))
@@ -270,12 +277,13 @@ def _write_changes(
     surplus = {pid: [c for c in cids if c not in new_ids] for pid, cids in stored.items()}
     shedding = {pid for pid, cids in surplus.items() if cids}  # listed only once their surplus chunks are gone
     steps = write_steps(papers, EMBED_BATCH)
-    report.chunks_embedded = _embed_and_store(steps, chunk_pass, store, progress, known, revision, shedding)
+    marks = (lambda step: runs.step(revision, step), shedding)  # each step recorded before it is written
+    report.chunks_embedded = _embed_and_store(steps, chunk_pass, store, progress, known, revision, marks)
     report.chunks_added = len(chunks)
 
     obsolete = [cid for cids in [*surplus.values(), *plan.stale.values()] for cid in cids]
-    if log and obsolete:
-        log.deleting(revision, obsolete)
+    if obsolete:
+        runs.deleting(revision, obsolete, len(steps) + 1)
     delete_by_paper(store, obsolete)
     store.list_papers([(p, len(pieces)) for p, pieces in papers if p.paper_id in shedding])
     report.chunks_deleted = len(obsolete)
@@ -283,12 +291,17 @@ def _write_changes(
 
     report.keyword_rebuilt = True
     if log:  # settled first: the keyword cache then applies this run as done, like any client's
-        _settle(store, store.get_info(), revision, report, log)
+        _settle(store, runs, revision, len(steps) + 1, report)
+        # A new revision: a client whose cache applied this run as settled by another ingest between two of its
+        # steps (and labelled itself current) syncs again. Never an old value, so a concurrent write loses nothing.
+        store.set_info({**store.get_info(), "revision": uuid.uuid4().hex})
         sync_client_cache(store, settings, log)
-    else:  # settled last (a kill leaves the run pending), on the store's info as it is now, not the one it read
+    else:  # settled last (a kill leaves the run pending)
         docs = [keyword_doc(c.chunk_id, c.text, paper) for paper, pieces in papers for c in pieces]
         settled = _update_keyword(store, settings, docs, obsolete, before, revision)
-        _settle(store, {**store.get_info(), "revision": settled}, revision, report, None)
+        if settled != revision:  # the keyword index was rebuilt under a revision of its own
+            store.set_info({**store.get_info(), "revision": settled})
+        _settle(store, runs, revision, len(steps) + 1, report)
 
 
 def _update_keyword(
@@ -308,11 +321,11 @@ def _update_keyword(
     return run
 
 
-def _settle(store: VectorStore, info: dict[str, Any], finished: str, report: IngestReport, log: RunLog | None) -> None:
-    settled, left = settle(store, info, finished)
-    store.set_info(settled)
-    if log is not None:  # the runs settled now are final for every client's cache too
-        log.finish([run for run in [finished, *pending_runs(info)] if run and run not in pending_runs(settled)])
+def _settle(store: VectorStore, runs: RunLog, finished: str, step: int, report: IngestReport) -> None:
+    """Mark run `finished` done, settling the other pending runs it finds complete (the runs other clients' caches
+    then apply as final)."""
+    settles, left = settle(store, runs, finished)
+    runs.finish(finished, step, settles)
     if left:
         report.warnings.append(
             f"{plural(left, 'paper')} of an interrupted ingest {'is' if left == 1 else 'are'} still incomplete and "
@@ -327,7 +340,7 @@ def _embed_and_store(
     progress: Progress | None,
     known: dict[str, list[float]],
     run: str,
-    unlisted: Collection[str] = (),
+    marks: tuple[Callable[[int], None], Collection[str]],
 ) -> int:
     """Embed and write step by step, each step's chunks stored while the next step is embedded (the model keeps
     both cores busy while Chroma writes on one background thread); returns how many chunk texts got a new
@@ -336,8 +349,9 @@ def _embed_and_store(
     Before a step's chunks are written, the sentence vectors of the papers it completes are: a stored paper has
     them, and a kill loses at most the step in flight. Only a paper larger than a step can be stored in part:
     its chunks carry the pending `run`, so it stays hidden until an ingest completes it. Each paper completed
-    is listed in the papers manifest after its last chunk is written, but those in `unlisted` (the caller lists
-    them once their surplus chunks are deleted)."""
+    is listed in the papers manifest after its last chunk is written, but those in `marks[1]` (the caller lists
+    them once their surplus chunks are deleted). `marks[0]` records each step's number in the run log before
+    the step is written (index/runlog.py)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     done = embedded = 0
@@ -352,8 +366,9 @@ def _embed_and_store(
             if progress:
                 progress(done, total)
 
+    mark, unlisted = marks
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-writer") as writer:
-        for step in steps:
+        for number, step in enumerate(steps, 1):
             fresh, rows, dimension = _encode_step(step, chunk_pass, known, dimension)
             embedded += sum(t not in known for t in fresh)
             chunk_pass.write(rows)
@@ -364,14 +379,19 @@ def _embed_and_store(
             ]
             whole = [(p, n) for p, c, n in step if c.index == n - 1 and p.paper_id not in unlisted]  # completed
             wait_for_write()
-            pending = writer.submit(_store_step, store, stored, vectors, whole), len(step)
+            pending = writer.submit(_store_step, store, stored, vectors, whole, partial(mark, number)), len(step)
         wait_for_write()
     return embedded
 
 
 def _store_step(
-    store: VectorStore, chunks: list[StoredChunk], vectors: list[list[float]], whole: list[tuple[Paper, int]]
+    store: VectorStore,
+    chunks: list[StoredChunk],
+    vectors: list[list[float]],
+    whole: list[tuple[Paper, int]],
+    mark: Callable[[], None],
 ) -> None:
+    mark()  # the run's step first: another ingest settling the run then knows it is still writing
     store.add(chunks, vectors)
     store.list_papers(whole)  # after their last chunks: a record never claims more than the store holds
 

@@ -1,15 +1,17 @@
 """A client's keyword index over a shared Chroma server: a cache in its data dir, brought up to date from the run
 log (index/runlog.py) with only the chunks of the runs it has not applied, never every chunk again.
 
-Beside the keyword index, `<collection>.runs.json` names the runs it reflects, the revision of the keyword index
-it pairs with (written after the index, so a kill between the two leaves a pair that does not match: rebuilt),
-and the log it came from. A sync lists the log, and for the runs not applied (done ones, and pending ones each
-time again, since they may still write) applies the chunks tagged with them and the current state of the ids
-they deleted. Only done runs are recorded as applied: a killed ingest's run stays pending until an ingest
-settles it, so whatever it half-wrote is read again then, never taken as final. Its papers stay hidden from
-search as before (index/pending.py). The cache is labelled with the store's revision (read before the log) when
-no run is pending, so readers find it current without listing the log; else with a label of its own, so the next
-reader syncs again. Writers of one data dir take a lock; a reader that finds it held builds in memory instead."""
+Beside the keyword index, `<collection>.runs.json` names the runs it reflects (each with the step it had then),
+the revision of the keyword index it pairs with (written after the index, so a kill between the two leaves a pair
+that does not match: rebuilt), and the log it came from. A sync lists the log, and for the runs not applied (done
+ones, and pending ones each time again, since they may still write) applies the chunks tagged with them and the
+current state of the ids they deleted; so too for a run applied as done whose step has moved on since (another
+ingest settled it between two of its steps: it is pending again). Only done runs are recorded as applied: a
+killed ingest's run stays pending until an ingest settles it, so whatever it half-wrote is read again then, never
+taken as final. Its papers stay hidden from search as before (index/pending.py). The cache is labelled with the
+store's revision (read before the log) when no run is pending, so readers find it current without listing the
+log; else with a label of its own, and readers sync whenever a run is pending. Writers of one data dir take a
+lock; a reader that finds it held builds in memory instead."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from rag_assistant.config import Settings
 from rag_assistant.files import write_private
 from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
 from rag_assistant.index.keyword_fields import keyword_doc, store_docs
-from rag_assistant.index.runlog import DONE, RunLog
+from rag_assistant.index.runlog import DONE, RunLog, states_of
 from rag_assistant.index.state import keyword_dir, store_revision
 from rag_assistant.index.store import StoreReader, paper_of
 
@@ -75,23 +77,26 @@ def locked(directory: Path, wait: bool) -> Iterator[bool]:
 def sync(directory: Path, store: StoreReader, log: RunLog, revision: str) -> tuple[KeywordIndex, SyncReport]:
     """Bring the keyword index in `directory` up to date with the store; `revision` is the store's, read before
     this call. The caller holds the lock."""
-    states = log.states()
+    records = log.records()
+    states, steps = states_of(records), {run: int(meta.get("step", 0)) for run, meta in records.items()}
     index, state, report = KeywordIndex(directory), read_state(directory), SyncReport()
     pending = [run for run, st in states.items() if st != DONE]
     label = uuid.uuid4().hex if pending else revision
-    done = [run for run, st in states.items() if st == DONE]
     usable = index.revision is not None and state.get("revision") == index.revision and state.get("log") == log.key
-    applied = list(state.get("applied", [])) if usable else []
-    known = set(applied)
-    new = [run for run in states if run not in known]
+    # run -> the step it was applied at; a list (a cache of the first version) cannot say: rebuilt
+    applied: dict[str, int] = state.get("applied", {}) if usable and isinstance(state.get("applied"), dict) else {}
+    usable = usable and isinstance(state.get("applied"), dict)
+    # a run settled by another ingest while it was still between two steps writes on: applied again
+    new = [run for run in states if run not in applied or steps[run] > applied[run]]
     if usable and not new and index.revision == label:
         return index, report
     if usable and _apply(index, store, log, new, label, report):
-        applied += [run for run in new if states[run] == DONE]
+        applied.update((run, steps[run]) for run in new if states[run] == DONE)
     else:  # no usable cache (or too much of it would be removed chunks): every chunk, once
         report.chunks_read = 0
         index.build(_counted(store_docs(store), report), label)
-        report.rebuilt, report.runs_applied, applied = True, 0, done
+        report.rebuilt, report.runs_applied = True, 0
+        applied = {run: steps[run] for run, st in states.items() if st == DONE}
     state = {"revision": label, "log": log.key, "applied": applied, "last_sync": report.as_dict()}
     write_private(state_file(directory), json.dumps(state))
     return index, report

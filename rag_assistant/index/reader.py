@@ -34,9 +34,9 @@ from rag_assistant.index.state import check_model, keyword_dir, keyword_revision
 from rag_assistant.index.store import ChromaStore, ChunkHit, StoreReader, open_store
 
 
-def state_marker(info: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+def state_marker(info: dict[str, Any], pending: Sequence[str]) -> tuple[str, tuple[str, ...]]:
     """What changes whenever an ingest changes what search sees: the revision and the pending runs."""
-    return store_revision(info), tuple(pending_runs(info))
+    return store_revision(info), tuple(pending)
 
 
 class IndexReader:
@@ -47,7 +47,9 @@ class IndexReader:
         self.settings = settings
         self._owned: ChromaStore | None = None if store is not None else open_store(settings, write=False)
         self._store: StoreReader = store if store is not None else self._owned
-        self._marker = state_marker(self._store.get_info())  # what the store held when opened
+        self._pending: tuple[dict[str, Any], list[str]] | None = None  # the pending runs last read, with the info
+        info = self._store.get_info()
+        self._marker = state_marker(info, self.pending(info))  # what the store held when opened
         self._keyword: KeywordSearch | None = None
         self._sentences: SentenceReader | None = None
         self._seen_chunks = False
@@ -59,7 +61,7 @@ class IndexReader:
     def catch_up(self, info: dict[str, Any]) -> bool:
         """Reload when the store's state marker in `info` moved since this reader loaded: another process
         ingested (see the module docstring). Costs nothing when it did not; True when it reloaded."""
-        marker = state_marker(info)
+        marker = state_marker(info, self.pending(info))
         if marker == self._marker:
             return False
         if self._owned is not None:
@@ -87,8 +89,8 @@ class IndexReader:
 
     def sentence_vectors(self, papers: Sequence[Paper], embedder: BaseEmbedder) -> dict[str, Any]:
         """Paper id -> the vectors of its sentences (n x dim, aligned with text.split_sentences(paper.text)):
-        stored by ingest in the sidecar (index/sentences.py, opened read-only), else computed with `embedder`
-        the way ingest computes them and kept in memory."""
+        stored by ingest in the sidecar or the Chroma server (index/sentences.py, read only), else computed with
+        `embedder` the way ingest computes them and kept in memory."""
         if self._sentences is None:
             from rag_assistant.index.chunking import token_counter
             from rag_assistant.index.embedding import get_tokenizer
@@ -97,8 +99,14 @@ class IndexReader:
             chunking = recorded_chunking(self.info(), self._store.count)
             chunking = chunking or (s.chunk_max_tokens, s.chunk_overlap_sentences)
             count = token_counter(get_tokenizer(s.embedding_model))
-            self._sentences = SentenceReader(s, embedder, count, chunking)
+            self._sentences = SentenceReader(s, embedder, count, chunking, self._store)
         return self._sentences.vectors(papers)
+
+    def papers_without_sentence_vectors(self, chunking: tuple[int, int], papers: Sequence[Paper]) -> int | None:
+        """How many of `papers` have no stored sentence vectors (index/sentences.py `without_vectors`)."""
+        from rag_assistant.index.sentences import without_vectors
+
+        return without_vectors(self.settings, chunking, papers, self._store)
 
     def any_match(self, where: dict[str, Any]) -> bool:
         """Whether some stored chunk's metadata matches `where` (a filter on paper fields)."""
@@ -138,9 +146,17 @@ class IndexReader:
         """The store's info, after checking the settings embed questions the way the index was embedded."""
         return check_model(self._store, self.settings)
 
+    def pending(self, info: dict[str, Any]) -> list[str]:
+        """The ingest runs not settled (index/pending.py), read from the run log once per `info` (a search reads
+        the info once and asks twice: `catch_up`, then `hidden`)."""
+        if self._pending is None or self._pending[0] is not info:
+            self._pending = info, pending_runs(self._store, info)
+        return self._pending[1]
+
     def hidden(self, info: dict[str, Any] | None = None) -> set[str]:
         """Papers search must not return: half-written by an ingest that was killed or still runs."""
-        return unfinished_papers(self._store, self.info() if info is None else info)
+        info = self.info() if info is None else info
+        return unfinished_papers(self._store, info, self.pending(info))
 
     def keyword_current(self, info: dict[str, Any]) -> bool:
         """Whether the keyword index on disk reflects the store state `info` describes."""
@@ -151,11 +167,13 @@ class IndexReader:
         """The keyword index, loaded once: the one on disk if it matches the store, else one built in memory."""
         if self._keyword is None:
             index = KeywordIndex(keyword_dir(self.settings))
-            revision = store_revision(self._store.get_info())
-            if index.revision != revision:
+            info = self._store.get_info()
+            revision = store_revision(info)
+            # while a run is pending, chunks may be written that no revision change announces: never current
+            if index.revision != revision or self.pending(info):
                 index = self._synced(revision) or index
-            if index.revision is None or index.revision != revision and not self.synced:
-                index.build_in_memory(store_docs(self._store), revision)
+                if not self.synced:
+                    index.build_in_memory(store_docs(self._store), revision)
             self._keyword = index
         return self._keyword
 

@@ -176,3 +176,109 @@ class SentenceStore:
                 ).fetchall()
                 gone = [(d,) for d, content, cut in rows if not (content in contents and cut == SPLITTER_VERSION)]
                 self._db.executemany("DELETE FROM sentences WHERE digest = ?", gone)
+
+
+class ServerSentenceStore:
+    """The same rows as records of a collection of the Chroma server beside the chunks, `<collection>.sentences`,
+    so every client reads the vectors one ingest computed. A record's id is its signature's hash and its digest
+    (what the sidecar's primary key is), its metadata the rest of the row's columns, its document the float16
+    vectors in base64. The read side opens it without creating it (`open` returns None while it does not exist)."""
+
+    SUFFIX = ".sentences"
+
+    def __init__(self, collection: Any) -> None:  # noqa: ANN401 - a chromadb Collection
+        self.records = collection
+
+    @classmethod
+    def open(cls, store: object, write: bool) -> ServerSentenceStore | None:
+        from rag_assistant.index.chroma_open import sibling_collection
+
+        records = sibling_collection(store, cls.SUFFIX, write)
+        return None if records is None else cls(records)
+
+    def close(self) -> None:
+        """Nothing to release: the chunks' client owns the connection."""
+
+    @staticmethod
+    def _id(sig: str, key: str) -> str:
+        return f"{_sha(sig)}:{key}"
+
+    def _all(self, sig: str) -> list[dict[str, Any]]:
+        """The metadata of every record of this signature, paged."""
+        out: list[dict[str, Any]] = []
+        while True:
+            res = self.records.get(where={"sig": _sha(sig)}, include=["metadatas"], limit=5000, offset=len(out))
+            if not res["ids"]:
+                return out
+            out += [dict(meta or {}) for meta in res["metadatas"] or []]
+
+    def digests(self, sig: str) -> set[str]:
+        """The digests that have vectors of this signature."""
+        return {str(meta["digest"]) for meta in self._all(sig)}
+
+    def current(self, sig: str) -> dict[str, str]:
+        """Content digest -> row digest of the records this splitter version cut."""
+        return {str(m["content"]): str(m["digest"]) for m in self._all(sig) if m.get("splitter") == SPLITTER_VERSION}
+
+    def get(self, papers: Sequence[Paper], sig: str) -> dict[str, Any]:
+        """Paper id -> vectors (float32) of the papers that have a record."""
+        import base64
+
+        import numpy as np
+
+        by_id: dict[str, list[Paper]] = {}
+        for paper in papers:
+            by_id.setdefault(self._id(sig, digest(paper)), []).append(paper)
+        out: dict[str, Any] = {}
+        for part in _chunks(list(by_id)):
+            res = self.records.get(ids=list(part), include=["documents", "metadatas"])
+            for rid, doc, meta in zip(res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True):
+                n, dim = int(meta["n"]), int(meta["dim"])
+                raw = np.frombuffer(base64.b64decode(doc or ""), dtype=np.float16)
+                vectors = raw.reshape(n, dim).astype(np.float32)
+                out.update((p.paper_id, vectors) for p in by_id[rid] if len(split_sentences(p.text)) == n)
+        return out
+
+    def put(self, rows: Iterable[tuple[Paper, Any]], sig: str) -> None:
+        import base64
+
+        import numpy as np
+
+        rows = list(rows)
+        for part in _chunks(rows):
+            metas = [
+                {"sig": _sha(sig), "digest": digest(p), "paper_id": p.paper_id, "n": int(v.shape[0])}
+                | {"dim": int(v.shape[1]), "content": content_digest(p), "splitter": SPLITTER_VERSION}
+                for p, v in part
+            ]
+            self.records.upsert(
+                ids=[self._id(sig, m["digest"]) for m in metas],
+                embeddings=[[1.0]] * len(part),  # Chroma keeps no record without one; never queried
+                documents=[base64.b64encode(np.asarray(v, dtype=np.float16).tobytes()).decode() for _, v in part],
+                metadatas=metas,  # type: ignore[arg-type]
+            )
+
+    def restamp(self, papers: Sequence[Paper], sig: str) -> int:
+        """Stamp the records of these papers' sentences with this splitter version (an older one cut them)."""
+        ids = {self._id(sig, digest(p)): p for p in papers}
+        found = self.records.get(ids=list(ids), include=["metadatas"]) if ids else {"ids": [], "metadatas": []}
+        metas = [
+            {**dict(meta or {}), "content": content_digest(ids[rid]), "splitter": SPLITTER_VERSION}
+            for rid, meta in zip(found["ids"], found["metadatas"] or [], strict=True)
+        ]
+        if metas:
+            self.records.update(ids=found["ids"], metadatas=metas)
+        return len(metas)
+
+    def delete(self, paper_ids: Sequence[str], keep: Sequence[Paper]) -> None:
+        """Drop the records these papers wrote, except those a paper of `keep` reads (as the sidecar does)."""
+        contents = {content_digest(p) for p in keep}
+        for part in _chunks(list(paper_ids)):
+            res = self.records.get(where={"paper_id": {"$in": list(part)}}, include=["metadatas"])
+            gone = [
+                rid
+                for rid, meta in zip(res["ids"], res["metadatas"] or [], strict=True)
+                if not (meta.get("content") in contents and meta.get("splitter") == SPLITTER_VERSION)
+            ]
+            if gone:
+                self.records.delete(ids=gone)

@@ -1,21 +1,25 @@
-"""Sentence vectors of every indexed abstract, computed once at ingest and kept in a sidecar SQLite file beside
-the keyword index (`<data dir>/sentences/<collection>.sqlite`), so answering never embeds an abstract's
-sentences again. The array of a paper is aligned with `text.split_sentences(paper.text)`.
+"""Sentence vectors of every indexed abstract, computed once at ingest and stored, so answering never embeds an
+abstract's sentences again: on one machine in a sidecar SQLite file beside the keyword index (`<data
+dir>/sentences/<collection>.sqlite`); with a Chroma server as records of a collection beside the chunks
+(`<collection>.sentences`, index/sentence_store.py `ServerSentenceStore`), so every client reads the vectors one
+ingest computed instead of computing them per process. Embedded Chroma keeps the sidecar: one data dir holds both,
+and SQLite reads a paper's row without a request. The array of a paper is aligned with
+`text.split_sentences(paper.text)`.
 
 How they are made is the embedder's (`BaseEmbedder.sentence_vectors`): pooled from the chunk pass on the onnx
 backends, each sentence embedded standalone otherwise. The rows (index/sentence_store.py) are keyed by a
 signature, the index's model signature, its chunking and that kind, so vectors of another model, cut or kind are
 never read, and by a digest of the title, the text and its sentences, so a changed paper or a changed split misses
-and is recomputed. Vectors are float16 (n x dim).
+and is recomputed (a re-ingest re-embeds only those). Vectors are float16 (n x dim).
 
 Written only by ingest (`SentenceIngest`): rows of new, changed and resumed papers in the chunk pass
 (`SentencePass`), each in the step that stores its paper and before that step's chunks, so a stored paper has
 its row whatever kills the ingest; rows of unchanged papers that have none (a backfill: an index from before
-this file, papers another client of a shared Chroma server ingested, papers whose sentences a new splitter
-version cut differently); deleted with their papers. Whatever a kill
-leaves is a row that matches the stored paper, a row of a paper not stored yet, or a row that misses. The read
-side (`SentenceReader`) opens the file read-only (never creates it), computes what it lacks with the same
-embedder call and keeps those in memory only."""
+this file, papers another client of a shared Chroma server ingested before the server held them, papers whose
+sentences a new splitter version cut differently); deleted with their papers. Whatever a kill leaves is a row
+that matches the stored paper, a row of a paper not stored yet, or a row that misses. The read side
+(`SentenceReader`) opens them read-only (never creates them), computes what it lacks with the same embedder call
+and keeps those in memory only."""
 
 from __future__ import annotations
 
@@ -31,7 +35,13 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.chunking import chunk_paper
 from rag_assistant.index.embedder_base import BaseEmbedder, SentenceLayout, Span
-from rag_assistant.index.sentence_store import SentenceStore, content_digest, digest, legacy_digests
+from rag_assistant.index.sentence_store import (
+    SentenceStore,
+    ServerSentenceStore,
+    content_digest,
+    digest,
+    legacy_digests,
+)
 from rag_assistant.text import split_sentences
 
 __all__ = ["SentenceIngest", "SentenceReader", "SentenceStore", "digest", "layout", "sidecar_path", "signature"]
@@ -42,6 +52,12 @@ READ_CACHE = 4096  # papers whose vectors a reader keeps in memory
 
 def sidecar_path(settings: Settings) -> Path:
     return settings.data_dir / "sentences" / f"{settings.collection}.sqlite"
+
+
+def on_server(settings: Settings, store: object) -> bool:
+    """Whether the sentence vectors live in the Chroma server beside the chunks (ServerSentenceStore), not in the
+    data dir's sidecar: with a server every client reads the same ones; one machine keeps the sidecar."""
+    return bool(settings.chroma_url) and getattr(store, "client", None) is not None
 
 
 def pooled(settings: Settings) -> bool:
@@ -102,23 +118,33 @@ def compute(layouts: list[SentenceLayout], embedder: BaseEmbedder) -> list[Any]:
     return embedder.sentence_vectors(layouts)
 
 
-def without_vectors(settings: Settings, chunking: tuple[int, int], papers: Sequence[Paper]) -> int | None:
-    """How many of `papers` have no row the read side would use, from the sidecar opened read-only (all without
-    one); None when it cannot be read. Splits only the papers whose row this splitter version did not cut."""
+def without_vectors(
+    settings: Settings, chunking: tuple[int, int], papers: Sequence[Paper], store: object = None
+) -> int | None:
+    """How many of `papers` have no row the read side would use, from the sidecar opened read-only (or the
+    server's records: `store`, see `on_server`); all of them without one, None when it cannot be read. Splits only
+    the papers whose row this splitter version did not cut."""
+    sig = signature(settings, chunking)
+    if on_server(settings, store):
+        server = ServerSentenceStore.open(store, write=False)
+        if server is None:
+            return len(papers)
+        current = server.current(sig)
+        have = server.digests(sig)
+        return sum(digest(p) not in have for p in papers if content_digest(p) not in current)
     path = sidecar_path(settings)
     if not path.is_file():
         return len(papers)
     try:
-        store = SentenceStore(path, readonly=True)
+        sidecar = SentenceStore(path, readonly=True)
         try:
-            sig = signature(settings, chunking)
             with contextlib.suppress(sqlite3.OperationalError):  # a legacy file: no splitter column
-                current = store.current(sig)
+                current = sidecar.current(sig)
                 papers = [p for p in papers if content_digest(p) not in current]
-            have = store.digests(sig)
+            have = sidecar.digests(sig)
             return sum(digest(p) not in have and not have.intersection(legacy_digests(p)) for p in papers)
         finally:
-            store.close()
+            sidecar.close()
     except sqlite3.Error:  # damaged, or locked past the timeout by an ingest's write
         return None
 
@@ -127,17 +153,22 @@ class SentenceReader:
     """The read side: sentence vectors from the sidecar (opened read-only, once it exists), the rest computed
     and kept in an in-process LRU, never written."""
 
-    def __init__(self, settings: Settings, embedder: BaseEmbedder, count: Count, chunking: tuple[int, int]) -> None:
+    def __init__(
+        self, settings: Settings, embedder: BaseEmbedder, count: Count, chunking: tuple[int, int], store: object = None
+    ) -> None:
         self.path, self.sig = sidecar_path(settings), signature(settings, chunking)
+        self.server = store if on_server(settings, store) else None  # the chunks' store, whose server has the rows
         self.embedder, self.count, self.chunking = embedder, count, chunking
         self._usable = usable(settings, embedder)
-        self._store: SentenceStore | None = None
+        self._store: SentenceStore | ServerSentenceStore | None = None
         self._cache: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._lock = threading.Lock()
         self.computed = 0  # papers computed here because the sidecar lacked them (tests, benchmarks)
 
-    def _sidecar(self) -> SentenceStore | None:
-        if self._store is None and self._usable and self.path.is_file():
+    def _sidecar(self) -> SentenceStore | ServerSentenceStore | None:
+        if self._store is None and self._usable and self.server is not None:
+            self._store = ServerSentenceStore.open(self.server, write=False)  # None until an ingest made it
+        elif self._store is None and self._usable and self.path.is_file():
             try:
                 self._store = SentenceStore(self.path, readonly=True)
             except sqlite3.Error:
@@ -173,9 +204,15 @@ class SentenceIngest:
     backfill of papers without them, and deletion with removed papers."""
 
     def __init__(
-        self, settings: Settings, chunking: tuple[int, int], embedder: Callable[[], BaseEmbedder], count: Count
+        self,
+        settings: Settings,
+        chunking: tuple[int, int],
+        embedder: Callable[[], BaseEmbedder],
+        count: Count,
+        store: object = None,
     ) -> None:
-        self.store = SentenceStore(sidecar_path(settings), readonly=False)
+        server = ServerSentenceStore.open(store, write=True) if on_server(settings, store) else None
+        self.store = server or SentenceStore(sidecar_path(settings), readonly=False)
         self.sig, self.settings = signature(settings, chunking), settings
         self._make_embedder = embedder
         self._embedder: BaseEmbedder | None = None

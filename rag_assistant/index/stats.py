@@ -11,7 +11,6 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.fields import normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.reader import IndexReader
-from rag_assistant.index.sentences import without_vectors
 from rag_assistant.index.state import model_signature, recorded_chunking
 from rag_assistant.text import plural
 
@@ -43,20 +42,20 @@ def index_stats(settings: Settings, reader: IndexReader | None = None) -> dict[s
         "chunking": f"<= {chunking[0]} tokens, {plural(chunking[1], 'sentence')} of overlap" if chunking else None,
         "keyword_index": KEYWORD_CURRENT if reader.keyword_current(info) else KEYWORD_STALE,
         "unfinished_papers": len(hidden),
-        "papers_without_sentence_vectors": _without_sentence_vectors(settings, info, chunking, papers),
+        "papers_without_sentence_vectors": _without_sentence_vectors(settings, info, chunking, papers, reader),
         "fields": dict(Counter(f for p in papers for f in normalise(p.metadata)).most_common()),
     }
 
 
 def _without_sentence_vectors(
-    settings: Settings, info: dict[str, Any], chunking: tuple[int, int] | None, papers: list[Paper]
+    settings: Settings, info: dict[str, Any], chunking: tuple[int, int] | None, papers: list[Paper], reader: IndexReader
 ) -> int | None:
-    """How many of `papers` have no sentence vectors in the sidecar (answers compute theirs on every run)."""
+    """How many of `papers` have no stored sentence vectors (answers compute theirs on every run)."""
     if not papers or chunking is None:
         return 0
     if info.get("embedding_model") != model_signature(settings):  # another model: it would read other rows
         return None
-    return without_vectors(settings, chunking, papers)
+    return reader.papers_without_sentence_vectors(chunking, papers)
 
 
 def _store_shown(settings: Settings) -> str:

@@ -9,21 +9,19 @@ chunk's metadata. Search and stats never read the manifest: they read the chunks
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rag_assistant.corpus.fields import name_key, normalise
 from rag_assistant.corpus.models import Paper
+from rag_assistant.index.records import LEGACY_KEY, chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
+from rag_assistant.index.records import paper_to_metadata as paper_to_metadata  # what writers of chunks call
 
 if TYPE_CHECKING:
     from rag_assistant.index.chroma_open import ChromaEndpoint
 
-FIELD_PREFIX = "f_"  # a paper's normalised fields (corpus/fields.py) on each of its chunks, for `where` filters
-AUTHOR_KEYS = FIELD_PREFIX + "author_keys"  # its authors as filters compare them (fields.name_key)
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
 MANIFEST = "{}.papers"  # the papers manifest's collection, named after the chunks' one
 
@@ -56,6 +54,7 @@ class PaperState:
     chunk_ids: tuple[str, ...]
     complete: bool  # every chunk of that hash is present (a killed ingest leaves this False)
     listed: bool = False  # stated from the papers manifest (else read from the chunks)
+    legacy: bool = False  # stored before the layout of index/records.py: a re-ingest rewrites it
 
 
 class StoreReader(Protocol):
@@ -121,53 +120,6 @@ def chunks_by_paper(chunk_ids: Iterable[str]) -> dict[str, list[str]]:
     return grouped
 
 
-def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]:
-    meta: dict[str, Any] = {
-        "paper_id": paper.paper_id,
-        "chunk_index": index,
-        "n_chunks": n_chunks,
-        "paper_hash": paper.content_hash,
-        "text_hash": paper.text_hash,
-        "source": paper.source,
-        "position": paper.position,
-    }
-    if paper.title:
-        meta["title"] = paper.title
-    if index == 0:  # the whole abstract, once per paper, so answers and references need no other store
-        meta["paper_text"] = paper.text
-        meta["paper_meta"] = json.dumps(paper.metadata, ensure_ascii=False, default=str)
-    return {**meta, **field_metadata(paper)}
-
-
-def field_metadata(paper: Paper) -> dict[str, Any]:
-    """The paper's fields as Chroma metadata of each chunk (filterable with `where`; lists with `$contains`).
-    Nothing for a paper without metadata."""
-    fields = normalise(paper.metadata)
-    out: dict[str, Any] = {FIELD_PREFIX + key: value for key, value in fields.items()}
-    keys = list(dict.fromkeys(filter(None, map(name_key, fields.get("authors") or []))))  # type: ignore[arg-type]
-    if keys:
-        out[AUTHOR_KEYS] = keys
-    return out
-
-
-def text_key(text: str) -> str:
-    """A chunk text's fingerprint, stored with it, so equal texts can share one embedding."""
-    import hashlib
-
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-def metadata_to_paper(meta: dict[str, Any]) -> Paper:
-    return Paper(
-        paper_id=str(meta["paper_id"]),
-        text=str(meta.get("paper_text", "")),
-        source=str(meta.get("source", "")),
-        position=int(meta.get("position", 0)),
-        title=meta.get("title"),
-        metadata=json.loads(meta.get("paper_meta") or "{}"),
-    )
-
-
 class ChromaStore:
     """Chroma collection with cosine distance. Embedded (PersistentClient) unless `url` names a server. Opened for
     reading (`write=False`) it creates nothing (index/chroma_open.py)."""
@@ -181,16 +133,35 @@ class ChromaStore:
         self.client, self.collection = open_collection(path, collection, url, write)
         self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
         self._manifest: Any = None  # the manifest's collection, opened (or created) by the first writer call
+        self._cache: dict[str, Paper] = {}  # papers read since the last write (papers())
 
     def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None:
+        """Upsert chunks laid out as index/records.py says: no document, the text a span of the paper's abstract
+        (from its first chunk, in this call or stored). A chunk already stored loses the keys the new one lacks
+        and, written before that layout, its document (emptied: Chroma cannot drop one)."""
+        self._cache.clear()
+        firsts = {c.paper_id: c.metadata for c in chunks if "paper_text" in c.metadata}
+        papers = {pid: metadata_to_paper(meta) for pid, meta in firsts.items()}
+        papers.update(self.papers(sorted({c.paper_id for c in chunks} - set(papers))))
         for start in range(0, len(chunks), self.batch_size):
             part = chunks[start : start + self.batch_size]
-            self.collection.upsert(
-                ids=[c.chunk_id for c in part],
-                embeddings=embeddings[start : start + self.batch_size],  # type: ignore[arg-type]
-                documents=[c.text for c in part],
-                metadatas=[{**c.metadata, "chunk_hash": text_key(c.text)} for c in part],
+            vectors = embeddings[start : start + self.batch_size]
+            metas = [chunk_metadata(c.metadata, c.text, papers.get(c.paper_id)) for c in part]
+            old = self.collection.get(ids=[c.chunk_id for c in part], include=["metadatas", "documents"])
+            stored = dict(
+                zip(old["ids"], zip(old["metadatas"] or [], old["documents"] or [], strict=True), strict=True)
             )
+            for chunk, meta in zip(part, metas, strict=True):
+                meta.update(dict.fromkeys(set(stored.get(chunk.chunk_id, ({}, ""))[0]) - set(meta)))  # None drops
+            legacy = {i for i, c in enumerate(part) if stored.get(c.chunk_id, ({}, ""))[1]}
+            for rows in (sorted(legacy), [i for i in range(len(part)) if i not in legacy]):
+                if rows:
+                    self.collection.upsert(
+                        ids=[part[i].chunk_id for i in rows],
+                        embeddings=[vectors[i] for i in rows],  # type: ignore[misc]
+                        metadatas=[metas[i] for i in rows],
+                        **({"documents": [""] * len(rows)} if rows[0] in legacy else {}),  # type: ignore[arg-type]
+                    )
 
     def embeddings_for(self, texts: Sequence[str]) -> dict[str, list[float]]:
         """Vectors already stored for exactly these texts (any paper's chunk), by text: what an ingest
@@ -213,38 +184,59 @@ class ChromaStore:
     def query(
         self, embedding: Sequence[float], n: int, exclude: Collection[str] = (), where: Mapping[str, Any] | None = None
     ) -> list[ChunkHit]:
-        """The `n` chunks nearest to `embedding` among those matching `where` (a filter on paper fields, applied
-        by Chroma before ranking: index/filters.py), leaving out the papers in `exclude`. Chroma's `$nin` filter is
-        slow (1.5 s instead of 70 ms at 100k chunks), so the excluded papers are first dropped from twice as many
-        neighbours; only when they fill more than half of those (one huge excluded paper) does Chroma filter."""
+        """The `n` chunks nearest to `embedding` among the papers matching `where` (a filter on paper fields,
+        index/filters.py, applied by Chroma before ranking; on authors: resolved to those papers' ids first),
+        leaving out the papers in `exclude`. Chroma's `$nin` filter is slow (1.5 s instead of 70 ms at 100k
+        chunks), so the excluded papers are first dropped from twice as many neighbours; only when they fill more
+        than half of those (one huge excluded paper) does Chroma filter."""
         # No count() first: Chroma returns what it has when asked for more, and counting costs ~12 ms per
         # 100k chunks, more than the query itself
         if where:
+            clauses = self._chunk_where(where)
             nin = [{"paper_id": {"$nin": sorted(exclude)}}] if exclude else []
-            return self._nearest(embedding, n, {"$and": [dict(where), *nin]} if nin else dict(where))
+            return [] if clauses is None else self.nearest(embedding, n, _all([*clauses, *nin]))
         if not exclude:
-            return self._nearest(embedding, n)
-        wide = self._nearest(embedding, 2 * n)
+            return self.nearest(embedding, n)
+        wide = self.nearest(embedding, 2 * n)
         hits = [h for h in wide if h.paper_id not in exclude]
         if len(hits) >= n or len(wide) < 2 * n:  # enough left, or that was every chunk
             return hits[:n]
-        return self._nearest(embedding, n, {"paper_id": {"$nin": sorted(exclude)}})
+        return self.nearest(embedding, n, {"paper_id": {"$nin": sorted(exclude)}})
 
-    def _nearest(self, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None) -> list[ChunkHit]:
+    def _chunk_where(self, where: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+        """`where` as clauses on chunk metadata: its clauses on authors (on first chunks only) resolved to those
+        papers' ids; None when no paper matches them."""
+        on_authors, rest = split_where(where)
+        if not on_authors:
+            return rest
+        found = self.collection.get(where=_all([*on_authors, {"chunk_index": 0}]), include=[])["ids"]
+        return [*rest, {"paper_id": {"$in": [paper_of(cid) for cid in found]}}] if found else None
+
+    def nearest(self, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None) -> list[ChunkHit]:
+        """Chroma's `n` nearest chunks matching `where` (on chunk metadata)."""
         res = self.collection.query(
             query_embeddings=[list(map(float, embedding))],
             n_results=n,
             where=where,
             include=["documents", "metadatas", "distances"],
         )
+        return self._hits(
+            res["ids"][0], res["documents"][0], res["metadatas"][0], [1.0 - d for d in res["distances"][0]]
+        )
+
+    def _hits(
+        self, ids: Sequence[str], docs: Sequence[Any], metas: Sequence[Any], sims: Sequence[float]
+    ) -> list[ChunkHit]:
+        rows = list(zip(ids, docs, metas, sims, strict=True))
+        texts = texts_of(((cid, doc, meta) for cid, doc, meta, _ in rows), self.papers)
         return [
-            ChunkHit(cid, str(meta["paper_id"]), doc or "", 1.0 - float(dist), dict(meta))
-            for cid, doc, meta, dist in zip(
-                res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0], strict=True
-            )
+            ChunkHit(cid, str(meta["paper_id"]), texts[cid], float(sim), dict(meta))
+            for cid, _, meta, sim in rows
+            if cid in texts
         ]
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
+        self._cache.clear()
         for start in range(0, len(chunk_ids), self.batch_size):
             self.collection.delete(ids=list(chunk_ids[start : start + self.batch_size]))
 
@@ -261,15 +253,17 @@ class ChromaStore:
         return _states(self._get_where(paper_ids, ["metadatas"]))
 
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
-        ids = [f"{pid}#0" for pid in dict.fromkeys(paper_ids)]
-        if not ids:
-            return {}
-        res = self.collection.get(ids=ids, include=["metadatas"])
-        out = {}
-        for meta in res["metadatas"] or []:
-            paper = metadata_to_paper(dict(meta))
-            out[paper.paper_id] = paper
-        return out
+        """The stored papers among these ids, read from their first chunks; kept for the reads that follow (a
+        search reads the papers of the chunks it found, then the answer reads them again) until a write."""
+        if len(self._cache) > 20_000:  # a long chat reads many papers: memory stays bounded
+            self._cache.clear()
+        wanted = [pid for pid in dict.fromkeys(paper_ids) if pid not in self._cache]
+        for start in range(0, len(wanted), 500):
+            res = self.collection.get(ids=[f"{pid}#0" for pid in wanted[start : start + 500]], include=["metadatas"])
+            for meta in res["metadatas"] or []:
+                paper = metadata_to_paper(meta)
+                self._cache[paper.paper_id] = paper
+        return {pid: self._cache[pid] for pid in dict.fromkeys(paper_ids) if pid in self._cache}
 
     def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]:
         """The state of every stored paper that came from one of these file names. A paper the manifest lists
@@ -280,11 +274,14 @@ class ChromaStore:
         for source in dict.fromkeys(sources):
             files.update(dict.fromkeys(self.collection.get(where={"source": source}, include=[])["ids"], source))
         by_paper = chunks_by_paper(files)
+        # chunks of an older layout (index/records.py) are read in full, which finds them so (cheap: an index)
+        old = {"$and": [{"source": {"$in": list(dict.fromkeys(sources))}}, {LEGACY_KEY: {"$gte": -(2**62)}}]}
+        legacy = {paper_of(cid) for cid in self.collection.get(where=old, include=[])["ids"]} if sources else set()
         states: dict[str, PaperState] = {}
         listed = self._papers().get(where={"source": {"$in": list(dict.fromkeys(sources))}}, include=["metadatas"])
         for pid, meta in zip(listed["ids"], listed["metadatas"] or [], strict=True):
             cids = by_paper.get(pid, [])
-            if len(cids) == meta["n_chunks"] and files[cids[0]] == meta["source"]:
+            if pid not in legacy and len(cids) == meta["n_chunks"] and files[cids[0]] == meta["source"]:
                 states[pid] = PaperState(str(meta["paper_hash"]), files[cids[0]], tuple(cids), True, listed=True)
         rest = [pid for pid in by_paper if pid not in states]
         states.update(_states((cid, meta) for cid, meta in self._get_where(rest, ["metadatas"]) if cid in files))
@@ -323,15 +320,18 @@ class ChromaStore:
         step = 5000
         offset = 0
         while True:
-            res = self.collection.get(include=["documents"], limit=step, offset=offset)
+            res = self.collection.get(include=["documents", "metadatas"], limit=step, offset=offset)
             if not res["ids"]:
                 return
-            yield from zip(res["ids"], res["documents"] or [], strict=True)
+            rows = zip(res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True)
+            yield from texts_of(rows, self.papers).items()
+            self._cache.clear()  # a page's papers are not read again
             offset += len(res["ids"])
 
     def any_match(self, where: Mapping[str, Any]) -> bool:
-        """Whether some chunk's metadata matches `where`."""
-        return bool(self.collection.get(where=dict(where), limit=1, include=[])["ids"])
+        """Whether some chunk matches `where` (a filter on paper fields)."""
+        clauses = self._chunk_where(where)
+        return clauses is not None and bool(self.collection.get(where=_all(clauses), limit=1, include=[])["ids"])
 
     def count(self) -> int:
         return int(self.collection.count())
@@ -349,7 +349,7 @@ class ChromaStore:
             res = self.collection.get(where={"chunk_index": 0}, include=["metadatas"], limit=step, offset=offset)
             if not res["ids"]:
                 return
-            yield from (metadata_to_paper(dict(meta)) for meta in res["metadatas"] or [])
+            yield from (metadata_to_paper(meta) for meta in res["metadatas"] or [])
             offset += len(res["ids"])
 
     def sources(self) -> dict[str, int]:
@@ -383,8 +383,13 @@ def _states(rows: Iterable[tuple[str, Any]]) -> dict[str, PaperState]:
             source=str(first.get("source", "")),
             chunk_ids=tuple(cid for cid, _ in group),
             complete=len(hashes) == 1 and len(group) == int(first["n_chunks"]),
+            legacy=any(LEGACY_KEY in m for _, m in group),
         )
     return states
+
+
+def _all(clauses: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    return None if not clauses else dict(clauses[0]) if len(clauses) == 1 else {"$and": list(clauses)}
 
 
 def open_store(settings: Any, write: bool = True) -> ChromaStore:  # noqa: ANN401 - Settings

@@ -1,0 +1,172 @@
+"""How a paper and its chunks are laid out as Chroma metadata (index/store.py writes and reads them), sized for
+Chroma's storage costs. Chroma keeps every document three more times (a string row, a SQLite index entry and an
+FTS5 trigram index ~5x its size) and indexes every string metadata value, spilling each value over ~1,000 bytes
+into a 4 KB overflow page of that index; none of this can be switched off in chromadb 1.5 (a collection schema
+that disables them is recorded, yet the SQLite tables are still written). So:
+
+- a chunk stores no document: its text is its paper's title prefix and a span (`start`, `end`) of the abstract,
+  checked when written; a text that is not such a span (a caller's own chunking) is kept as `chunk_text`;
+- what belongs to the paper (abstract, raw metadata, title, position, its authors' keys) is stored once, on its
+  first chunk; a filter on authors finds the matching papers there, then ranks their chunks; the other `f_`
+  fields (short: a track, a year) stay on every chunk, so Chroma filters on them directly;
+- long strings are cut into pieces of at most PIECE_BYTES (`key`, `key~1`, `key~2`, ...), which stay inside
+  the SQLite index page instead of costing an overflow page each.
+
+Chunks written before this layout (a document, the paper's fields and `position` on every chunk) are still read;
+the store finds them by `LEGACY_KEY` (an int: Chroma can test an int key's presence, not a string's) and ingest
+rewrites them, reusing their vectors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from rag_assistant.corpus.fields import name_key, normalise
+from rag_assistant.corpus.models import Paper
+
+FIELD_PREFIX = "f_"  # a paper's normalised fields (corpus/fields.py) on its chunks, for `where` filters
+AUTHOR_KEYS = FIELD_PREFIX + "author_keys"  # its authors as filters compare them (fields.name_key)
+PIECE_BYTES = 900  # a string piece's UTF-8 size: with its key and row id it stays under SQLite's 1,002 in-page bytes
+LEGACY_KEY = "position"  # an int on every chunk written before this layout, on none since (see POSITION)
+POSITION = "paper_position"  # the paper's position in its file, on its first chunk
+SPAN = ("start", "end")  # a chunk's text as a span of its paper's abstract (after the title prefix)
+CHUNK_TEXT = "chunk_text"  # a chunk's own text, when it is not a span of the abstract
+
+
+def paper_to_metadata(paper: Paper, index: int, n_chunks: int) -> dict[str, Any]:
+    """A chunk's metadata before `chunk_metadata` places its text: what every chunk carries (its paper, hash,
+    count and file: what ingest's crash checks read; the paper's fields but its authors, for filters), and on the
+    first chunk the paper itself and its authors' keys."""
+    meta: dict[str, Any] = {
+        "paper_id": paper.paper_id,
+        "chunk_index": index,
+        "n_chunks": n_chunks,
+        "paper_hash": paper.content_hash,
+        "source": paper.source,
+    }
+    fields = field_metadata(paper)
+    authors = fields.pop(AUTHOR_KEYS, None)
+    meta.update(fields)
+    if index == 0:  # the paper, once, so answers and references need no other store
+        meta[POSITION] = paper.position
+        if paper.title:
+            meta["title"] = paper.title
+        meta.update(pieces("paper_text", paper.text))
+        if paper.metadata:
+            meta.update(pieces("paper_meta", json.dumps(paper.metadata, ensure_ascii=False, default=str)))
+        if authors:
+            meta[AUTHOR_KEYS] = authors
+    return meta
+
+
+def field_metadata(paper: Paper) -> dict[str, Any]:
+    """The paper's fields as Chroma metadata (filterable with `where`; lists with `$contains`); its authors only
+    as `AUTHOR_KEYS` (the names are in `paper_meta`). Nothing for a paper without metadata."""
+    fields = normalise(paper.metadata)
+    authors = fields.pop("authors", None) or []
+    out: dict[str, Any] = {FIELD_PREFIX + key: value for key, value in fields.items()}
+    keys = list(dict.fromkeys(filter(None, map(name_key, authors))))  # type: ignore[arg-type]
+    if keys:
+        out[AUTHOR_KEYS] = keys
+    return out
+
+
+def split_where(where: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A filter's clauses (index/filters.py) as (those on authors, the others): the authors' keys are on first
+    chunks only (an author has few papers: resolved to their ids), the other fields on every chunk."""
+    clauses = list(where["$and"]) if set(where) == {"$and"} else [dict(where)]
+    on_authors = [c for c in clauses if AUTHOR_KEYS in json.dumps(c)]
+    return on_authors, [c for c in clauses if c not in on_authors]
+
+
+def chunk_metadata(meta: Mapping[str, Any], text: str, paper: Paper | None) -> dict[str, Any]:
+    """`meta` (paper_to_metadata's) with the chunk's text placed: a span of its `paper`'s abstract (None: not
+    known) when the title prefix and that span spell it exactly, else the text itself; and its fingerprint."""
+    out = dict(meta)
+    out["chunk_hash"] = text_key(text)
+    prefix = f"{paper.title}. " if paper is not None and paper.title else ""
+    body = text[len(prefix) :]
+    start = paper.text.find(body) if paper is not None and body and text.startswith(prefix) else -1
+    if start >= 0:
+        out[SPAN[0]], out[SPAN[1]] = start, start + len(body)
+    else:
+        out.update(pieces(CHUNK_TEXT, text))
+    return out
+
+
+def chunk_text(meta: Mapping[str, Any], document: str | None, paper: Paper | None) -> str | None:
+    """A stored chunk's text: its document (a legacy chunk), its own text, or its span of `paper`'s abstract
+    (None when that paper is not stored: a chunk of a paper being rewritten)."""
+    if document:
+        return document
+    if CHUNK_TEXT in meta:
+        return joined(meta, CHUNK_TEXT)
+    if paper is None:
+        return None
+    prefix = f"{paper.title}. " if paper.title else ""
+    return prefix + paper.text[int(meta[SPAN[0]]) : int(meta[SPAN[1]])]
+
+
+def chunk_texts(collection: Any, chunk_ids: Sequence[str]) -> dict[str, str]:  # noqa: ANN401 - a Collection
+    """Chunk id -> text of those of these chunks of a chunks `collection` that are stored (the run log reads
+    them so)."""
+    res = collection.get(ids=list(chunk_ids), include=["documents", "metadatas"])
+
+    def firsts(paper_ids: list[str]) -> dict[str, Paper]:
+        found = collection.get(ids=[f"{pid}#0" for pid in paper_ids], include=["metadatas"]) if paper_ids else {}
+        return {str(meta["paper_id"]): metadata_to_paper(meta) for meta in found.get("metadatas") or []}
+
+    return texts_of(zip(res["ids"], res["documents"] or [], res["metadatas"] or [], strict=True), firsts)
+
+
+def texts_of(
+    rows: Iterable[tuple[str, str | None, Mapping[str, Any]]], papers: Callable[[list[str]], Mapping[str, Paper]]
+) -> dict[str, str]:
+    """Chunk id -> text of (id, document, metadata) rows, the papers of those without a document read with
+    `papers`; a chunk whose paper's first chunk is missing (being rewritten this instant) is left out."""
+    rows = list(rows)
+    found = papers(list(dict.fromkeys(str(meta["paper_id"]) for _, doc, meta in rows if not doc)))
+    texts = ((cid, chunk_text(meta, doc, found.get(str(meta["paper_id"])))) for cid, doc, meta in rows)
+    return {cid: text for cid, text in texts if text is not None}
+
+
+def metadata_to_paper(meta: Mapping[str, Any]) -> Paper:
+    """The paper its first chunk's metadata holds."""
+    return Paper(
+        paper_id=str(meta["paper_id"]),
+        text=joined(meta, "paper_text"),
+        source=str(meta.get("source", "")),
+        position=int(meta.get(POSITION, meta.get(LEGACY_KEY, 0))),
+        title=meta.get("title"),
+        metadata=json.loads(joined(meta, "paper_meta") or "{}"),
+    )
+
+
+def pieces(key: str, text: str) -> dict[str, str]:
+    """`text` under `key`, `key~1`, ... in pieces of at most PIECE_BYTES UTF-8 bytes (never splitting a
+    character); one piece under `key` when it fits."""
+    out: dict[str, str] = {}
+    data = text.encode("utf-8")
+    start = 0
+    while start < len(data) or not out:
+        end = min(len(data), start + PIECE_BYTES)
+        while end < len(data) and data[end] & 0xC0 == 0x80:  # a continuation byte: back to the character's start
+            end -= 1
+        out[key if not out else f"{key}~{len(out)}"] = data[start:end].decode("utf-8")
+        start = end
+    return out
+
+
+def joined(meta: Mapping[str, Any], key: str) -> str:
+    """The string `pieces` stored under `key` (also a whole one from before pieces); "" when absent."""
+    parts = [str(meta.get(key, ""))]
+    while (part := meta.get(f"{key}~{len(parts)}")) is not None:
+        parts.append(str(part))
+    return "".join(parts)
+
+
+def text_key(text: str) -> str:
+    """A chunk text's fingerprint, stored with it, so equal texts can share one embedding."""
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()

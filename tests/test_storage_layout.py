@@ -1,0 +1,166 @@
+"""Chroma storage per chunk (index/records.py): chunks store no document, their text is a span of the paper's
+abstract; a paper's abstract, metadata and authors are stored once, on its first chunk, in pieces that stay
+inside SQLite's index pages; an author filter finds the matching papers there and still ranks every chunk of
+them. An index in the older layout is read as it is and upgraded by the next ingest, embedding nothing again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rag_assistant.config import Settings
+from rag_assistant.corpus import load_corpus
+from rag_assistant.corpus.models import Paper
+from rag_assistant.index.filters import chroma_where, parse_filters
+from rag_assistant.index.ingest import ingest_papers
+from rag_assistant.index.reader import IndexReader
+from rag_assistant.index.records import PIECE_BYTES, field_metadata, joined, pieces
+from rag_assistant.index.store import ChromaStore, open_store
+
+RECORDS = [
+    {
+        "id": "p1",
+        "title": "Critic training by reinforcement learning",
+        "abstract": " ".join(f"Sentence {i} trains critics for code generation with reinforcement." for i in range(60)),
+        "authors": ["Zhihui Xie", "Jürgen Schmidhuber"],
+        "topic": "Deep Learning->Large Language Models",
+        "year": 2025,
+    },
+    {
+        "id": "p2",
+        "abstract": "Fair predictions under imperceptible feature perturbation are not guaranteed. " * 3,
+        "authors": "Ada Lovelace and Alan Turing",
+        "topic": "Social Aspects->Fairness",
+        "year": 2024,
+    },
+]
+
+
+def _papers(tmp_path: Path) -> list[Paper]:
+    path = tmp_path / "papers.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    return load_corpus([path]).papers
+
+
+def _rows(store: ChromaStore) -> list[tuple[str, str | None, dict[str, Any]]]:
+    res = store.collection.get(include=["documents", "metadatas"])
+    return list(zip(res["ids"], res["documents"], res["metadatas"], strict=True))
+
+
+def test_pieces_never_split_a_character_and_join_back() -> None:
+    text = "é" * 1000 + "x" + "漢" * 700
+    parts = pieces("paper_text", text)
+    assert len(parts) > 2 and all(len(p.encode()) <= PIECE_BYTES for p in parts.values())
+    assert list(parts)[:2] == ["paper_text", "paper_text~1"] and joined(parts, "paper_text") == text
+    assert pieces("k", "short") == {"k": "short"} and joined({}, "k") == ""
+
+
+def test_chunks_store_no_document_and_each_paper_once(tmp_path: Path) -> None:
+    papers = _papers(tmp_path)
+    settings = Settings()
+    ingest_papers(papers, settings)
+    store = open_store(settings)
+    rows = _rows(store)
+    assert len(rows) > 3  # p1 spans several chunks
+    assert not any(doc for _, doc, _ in rows)  # no document: no copy in Chroma's full-text index
+    firsts = [meta for _, _, meta in rows if meta["chunk_index"] == 0]
+    others = [meta for _, _, meta in rows if meta["chunk_index"] > 0]
+    assert len(firsts) == 2 and all("paper_text" in m and "f_author_keys" in m for m in firsts)
+    assert all("f_topic" in m and "f_year" in m for m in others)  # short fields: filtered by Chroma directly
+    paper_keys = ("f_author_keys", "paper_text", "paper_meta", "paper_position", "title")
+    assert not any(k.startswith(paper_keys) for m in others for k in m)
+    assert all(m.keys() >= {"start", "end", "paper_hash", "n_chunks", "source"} for m in others)
+    longest = max(len(v.encode()) for _, _, m in rows for v in m.values() if isinstance(v, str))
+    assert longest <= PIECE_BYTES  # no value spills into an overflow page of Chroma's string index
+
+    # every chunk reads back as ingest cut it: the title, then its span of the abstract
+    by_id = {p.paper_id: p for p in papers}
+    texts = dict(store.iter_chunks())
+    assert set(texts) == {cid for cid, _, _ in rows}
+    assert texts["p1#1"].startswith("Critic training by reinforcement learning. Sentence ")
+    assert all(t.split(". ", 1)[1] in by_id["p1"].text for cid, t in texts.items() if cid.startswith("p1#"))
+    assert store.papers(["p1", "p2"]) == by_id
+    reader = IndexReader(settings)
+    hits = reader.query([1.0] + [0.0] * (reader.dimension() - 1), 50)
+    assert {h.chunk_id: h.text for h in hits} == texts
+
+
+def test_a_filter_ranks_every_chunk_of_the_matching_papers(tmp_path: Path) -> None:
+    """Authors' keys live on first chunks only (resolved to papers first), the other fields on every chunk: a
+    filtered dense search returns every chunk of the matching papers, alone or combined."""
+    settings = Settings()
+    ingest_papers(_papers(tmp_path), settings)
+    reader = IndexReader(settings)
+    query = [1.0] + [0.0] * (reader.dimension() - 1)
+    p1_chunks = reader.count() - 1  # p2 has one chunk
+    for filters in (parse_filters(years="2025"), parse_filters(authors=["jurgen SCHMIDHUBER"])):
+        where = chroma_where(filters)
+        assert where is not None and reader.any_match(where)
+        hits = reader.query(query, 50, where=where)
+        assert {h.paper_id for h in hits} == {"p1"} and len(hits) == p1_chunks
+        assert reader.query(query, 50, exclude={"p1"}, where=where) == []
+    both = chroma_where(parse_filters(authors=["Zhihui Xie"], years="2025"))
+    assert both is not None and len(reader.query(query, 50, where=both)) == p1_chunks
+    none = chroma_where(parse_filters(authors=["Zhihui Xie"], years="2024"))
+    assert none is not None and not reader.any_match(none) and reader.query(query, 50, where=none) == []
+
+
+def _fts_bytes(settings: Settings) -> int:
+    import sqlite3
+
+    with sqlite3.connect(settings.chroma_dir / "chroma.sqlite3") as db:
+        sql = "SELECT SUM(pgsize) FROM dbstat WHERE name = 'embedding_fulltext_search_data'"
+        return int(db.execute(sql).fetchone()[0])
+
+
+def _to_legacy(store: ChromaStore, papers: list[Paper]) -> None:
+    """Rewrite the stored chunks as the previous version laid them out: a document each, the paper's fields on
+    every chunk, its whole abstract and metadata on the first, and a text_hash."""
+    res = store.collection.get(include=["embeddings", "metadatas"])
+    texts = dict(store.iter_chunks())
+    by_id = {p.paper_id: p for p in papers}
+    metas = []
+    for meta in res["metadatas"]:
+        p = by_id[meta["paper_id"]]
+        keep = ("paper_id", "chunk_index", "n_chunks", "paper_hash", "source", "chunk_hash", "ingest_run")
+        old = {k: meta[k] for k in keep if k in meta}
+        old.update(text_hash=p.text_hash, position=p.position, **({"title": p.title} if p.title else {}))
+        old.update({**field_metadata(p), "f_authors": ["x"]} if p.metadata else {})
+        if meta["chunk_index"] == 0:
+            old.update(paper_text=p.text, paper_meta=json.dumps(p.metadata, ensure_ascii=False))
+        metas.append(old)
+    store.collection.delete(ids=res["ids"])
+    store.collection.add(
+        ids=res["ids"], embeddings=res["embeddings"], documents=[texts[c] for c in res["ids"]], metadatas=metas
+    )
+
+
+def test_reingest_upgrades_an_index_of_the_older_layout_reusing_every_vector(tmp_path: Path, cli) -> None:  # noqa: ANN001
+    papers = _papers(tmp_path)
+    settings = Settings()
+    ingest_papers(papers, settings)
+    store = open_store(settings)
+    before = dict(store.iter_chunks())
+    _to_legacy(store, papers)
+    legacy = open_store(settings)
+    assert any(doc for _, doc, _ in _rows(legacy))
+    # read as it is: texts, papers and filters
+    assert dict(legacy.iter_chunks()) == before and legacy.papers(["p1", "p2"]) == {p.paper_id: p for p in papers}
+    vector = [1.0] + [0.0] * (legacy.dimension() - 1)  # type: ignore[operator]
+    for filters in (parse_filters(years="2024"), parse_filters(authors=["Ada Lovelace"])):
+        assert {h.paper_id for h in legacy.query(vector, 50, where=chroma_where(filters))} == {"p2"}
+
+    fts = _fts_bytes(settings)
+    result = cli("ingest", str(tmp_path / "papers.jsonl"))
+    assert result.returncode == 0, result.stderr
+    assert "2 upgraded (to the compact storage layout)" in result.stdout and "0 unchanged" in result.stdout
+    assert "with a stored vector reused" in result.stdout and "Sentence vectors computed" not in result.stdout
+    upgraded = open_store(settings)
+    rows = _rows(upgraded)
+    assert not any(doc for _, doc, _ in rows) and not any("position" in m or "f_authors" in m for _, _, m in rows)
+    assert dict(upgraded.iter_chunks()) == before
+    assert _fts_bytes(settings) < fts  # the old documents' terms are gone from Chroma's full-text index
+
+    report = ingest_papers(load_corpus([tmp_path / "papers.jsonl"]).papers, settings)
+    assert (report.upgraded, report.unchanged, report.chunks_added) == (0, 2, 0)
