@@ -3,14 +3,24 @@
 answered with that paper's method and result sentences, not its motivation; a topic question gets one line
 per paper.
 
-Rules on cue phrases and position rather than a trained classifier: abstracts follow a strong convention
-(context, gap, "we propose", "we show"), the rules are inspectable, and they need no labelled data or model.
-Their accuracy against hand labels is measured by `benchmarks/sentence_roles.py` on `eval/sentence_roles.jsonl`.
+A sentence's role comes from a small classifier when its vector is at hand (answers read the vectors the index
+stores): multinomial logistic regression over the vector, the cue phrases below, its position, and its
+neighbours' cues (`role_features`), fitted on the dev labels by eval/fit_roles.py and applied with numpy from
+role_model.json. Without vectors of its kind, cue-phrase rules decide (`sentence_role`): abstracts follow a strong
+convention (context, gap, "we propose", "we show"). On the held-out labels (eval/sentences/roles-adjudicated.jsonl)
+the classifier scores 0.844, the rules 0.809 (`benchmarks/sentence_roles.py [--data-dir CONF]`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
 
 BACKGROUND, METHOD, RESULT, OTHER = "background", "method", "result", "other"
 
@@ -85,7 +95,72 @@ def sentence_role(sentence: str, position: int, n_sentences: int) -> str:
     return RESULT if late else METHOD
 
 
-def abstract_roles(sentences: list[str]) -> list[str]:
+ROLES = (BACKGROUND, METHOD, RESULT, OTHER)
+MODEL_FILE = Path(__file__).with_name("role_model.json")
+
+
+def cue_features(sentence: str, position: int, n_sentences: int) -> list[float]:
+    """What the rules see of a sentence, as numbers for the classifier: where it stands in its abstract, which
+    cue phrases it has, and the rules' own role."""
+    cues = (_OTHER, _RESULT, _METHOD, _BACKGROUND, _FINDING, _OWN, _COMPARATIVE)
+    rule = sentence_role(sentence, position, n_sentences)
+    return [
+        position / max(1, n_sentences - 1),
+        float(position == 0),
+        float(position == n_sentences - 1),
+        float(position >= n_sentences - 2),
+        math.log1p(len(sentence.split())),
+        *(float(bool(cue.search(sentence))) for cue in cues),
+        float(refers_back(sentence)),
+        *(float(rule == role) for role in ROLES),
+    ]
+
+
+def role_features(sentences: list[str], vectors: np.ndarray) -> np.ndarray:
+    """The classifier's input for each sentence of one abstract: its vector, its cue features, and those of the
+    sentences before and after it (zeros at the ends): a role follows the abstract's order (context, gap, "we
+    propose", "we show"), so a sentence's neighbours say much about it."""
+    n = len(sentences)
+    cues = np.array([cue_features(s, i, n) for i, s in enumerate(sentences)], dtype=np.float64).reshape(n, -1)
+    pad = np.zeros((1, cues.shape[1]))
+    before, after = np.vstack([pad, cues[:-1]]), np.vstack([cues[1:], pad])
+    return np.hstack([np.asarray(vectors, dtype=np.float64).reshape(n, -1), cues, before, after])
+
+
+@dataclass(frozen=True)
+class RoleModel:
+    """Multinomial logistic regression over `role_features` (fitted by eval/fit_roles.py)."""
+
+    dim: int  # the sentence vectors' dimension it was fitted on
+    weights: np.ndarray  # features x roles
+    bias: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+
+    def predict(self, x: np.ndarray) -> list[str]:
+        return [ROLES[i] for i in np.argmax(((x - self.mean) / self.scale) @ self.weights + self.bias, axis=1)]
+
+    def roles(self, sentences: list[str], vectors: np.ndarray) -> list[str]:
+        return self.predict(role_features(sentences, vectors))
+
+
+@lru_cache(maxsize=1)
+def role_model() -> RoleModel | None:
+    """The fitted classifier, read once per process (a few hundred kB of JSON); None without the file."""
+    if not MODEL_FILE.exists():
+        return None
+    raw = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    return RoleModel(
+        raw["dim"], *(np.array(raw[key], dtype=np.float64) for key in ("weights", "bias", "mean", "scale"))
+    )
+
+
+def abstract_roles(sentences: list[str], vectors: np.ndarray | None = None) -> list[str]:
+    """Each sentence's role. With the sentences' vectors (the index's, n x dim) the fitted classifier decides; the
+    cue-phrase rules alone without them, or when the vectors are not the kind it was fitted on (another dim)."""
+    model = role_model()
+    if model is not None and vectors is not None and np.shape(vectors) == (len(sentences), model.dim) and sentences:
+        return model.roles(sentences, vectors)
     return [sentence_role(s, i, len(sentences)) for i, s in enumerate(sentences)]
 
 
