@@ -70,3 +70,33 @@ def test_the_classifier_beats_the_rules_on_held_out_labels(cli, tmp_path: Path) 
     classifier = np.mean([g == r["role"] for g, r in zip(guessed, rows, strict=True)])
     rules = np.mean([sentence_role(r["sentence"], r["position"], r["n_sentences"]) == r["role"] for r in rows])
     assert classifier > rules, (classifier, rules)
+
+
+def _fake_embed(texts: list[str]) -> np.ndarray:
+    """Fixed unit vectors per text (the test needs vectors of the model's kind, not their meaning)."""
+    out = np.array([np.random.default_rng(sum(map(ord, t))).normal(size=384) for t in texts])
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_answers_choose_sentences_by_the_classifiers_roles() -> None:
+    """The survey's per-paper analysis and the extractive answerer both label a paper's sentences from their
+    vectors, so both see the classifier's roles, not the rules'."""
+    from rag_assistant.answer.analysis import analyse_papers
+    from rag_assistant.answer.extractive import _candidates
+    from rag_assistant.corpus.models import Paper
+    from rag_assistant.retrieve import Source
+
+    model = role_model()
+    assert model is not None
+    sentences = [
+        SENTENCES[0],
+        "Despite their empirical success, our theoretical understanding of such models remains very limited.",
+        *SENTENCES[1:],
+    ]
+    paper = Paper("ring1", " ".join(sentences), "papers.jsonl", 0)
+    vecs = _fake_embed(sentences)
+    want = model.roles(sentences, vecs)
+    assert want != [sentence_role(s, i, len(sentences)) for i, s in enumerate(sentences)]  # they differ here
+    (view,) = analyse_papers([Source(paper, 1.0)], None, _fake_embed)
+    assert view.roles == want
+    assert [c.role for c in _candidates([Source(paper, 1.0)], [vecs])] == want

@@ -112,11 +112,13 @@ class ExtractiveGenerator:
     def answer(self, question: str, sources: Sequence[Source], on_token: Callable[[str], None] | None = None) -> Draft:
         """The quoted answer. on_token is not called: the answer exists only whole, once every candidate
         sentence is scored, and is shown once verified (as before streaming went through this interface)."""
-        candidates = _candidates(sources)
+        if not sources:
+            return Draft("", self.model, abstained=True)
+        per_paper = sentence_vectors([s.paper for s in sources], self.vectors, self.embed)
+        candidates = _candidates(sources, per_paper)
         if not candidates:
             return Draft("", self.model, abstained=True)
         q_vec = self.embed([question])[0]
-        per_paper = sentence_vectors([s.paper for s in sources], self.vectors, self.embed)
         s_vecs = np.stack([per_paper[c.rank][c.position] for c in candidates])
         terms = set(stems(question))
         sentence_terms = [set(stems(c.sentence)) for c in candidates]
@@ -231,11 +233,12 @@ def _claims(indices: list[int], roles: Sequence[str], dangling: Sequence[bool]) 
     return [i for i in claims if not dangling[i]] or claims or indices
 
 
-def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
+def _candidates(sources: Sequence[Source], vectors: Sequence[np.ndarray]) -> list[_Candidate]:
+    """Every sentence of five words or more of each source, with its role (from its vector: roles.abstract_roles)."""
     out = []
-    for rank, source in enumerate(sources):
+    for rank, (source, vecs) in enumerate(zip(sources, vectors, strict=True)):
         sentences = split_sentences(source.paper.text)
-        for pos, (sentence, role) in enumerate(zip(sentences, abstract_roles(sentences), strict=True)):
+        for pos, (sentence, role) in enumerate(zip(sentences, abstract_roles(sentences, vecs), strict=True)):
             if len(sentence.split()) >= _MIN_WORDS:
                 out.append(_Candidate(rank, pos, source.paper_id, sentence, role, refers_back(sentence)))
     return out

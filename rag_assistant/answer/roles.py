@@ -73,24 +73,36 @@ _FINDING = re.compile(
 _OWN = re.compile(r"\b(we|our|us|this (paper|work|study))\b", re.I)
 
 
+_CUE_NAMES = ("other", "result", "method", "background", "finding", "own", "comparative")
+
+
+def _cues(sentence: str) -> dict[str, bool]:
+    """Which cue phrases the sentence has: each pattern run once, for the rules and the classifier alike."""
+    patterns = (_OTHER, _RESULT, _METHOD, _BACKGROUND, _FINDING, _OWN, _COMPARATIVE)
+    return {name: bool(p.search(sentence)) for name, p in zip(_CUE_NAMES, patterns, strict=True)}
+
+
 def sentence_role(sentence: str, position: int, n_sentences: int) -> str:
-    """The role of the sentence at `position` (0-based) among `n_sentences` of its abstract."""
-    if _OTHER.search(sentence):
+    """The role of the sentence at `position` (0-based) among `n_sentences` of its abstract, by the rules."""
+    return _rule(_cues(sentence), position, n_sentences)
+
+
+def _rule(cue: dict[str, bool], position: int, n_sentences: int) -> str:
+    if cue["other"]:
         return OTHER
-    own = bool(_OWN.search(sentence))
-    result, method = bool(_RESULT.search(sentence)), bool(_METHOD.search(sentence))
+    own, result, method = cue["own"], cue["result"], cue["method"]
     late = position >= max(1, n_sentences - 2)
-    if _FINDING.search(sentence):
+    if cue["finding"]:
         return RESULT
     if method and not (result and late):
         return METHOD
-    if result and _COMPARATIVE.search(sentence):  # "2.1 times faster than dense baselines": a measured claim
+    if result and cue["comparative"]:  # "2.1 times faster than dense baselines": a measured claim
         return RESULT
-    if result and (own or (position > 0 and not _BACKGROUND.search(sentence))):
+    if result and (own or (position > 0 and not cue["background"])):
         return RESULT
     if own:
         return METHOD
-    if position == 0 or _BACKGROUND.search(sentence) or position < n_sentences / 3:
+    if position == 0 or cue["background"] or position < n_sentences / 3:
         return BACKGROUND
     return RESULT if late else METHOD
 
@@ -102,15 +114,15 @@ MODEL_FILE = Path(__file__).with_name("role_model.json")
 def cue_features(sentence: str, position: int, n_sentences: int) -> list[float]:
     """What the rules see of a sentence, as numbers for the classifier: where it stands in its abstract, which
     cue phrases it has, and the rules' own role."""
-    cues = (_OTHER, _RESULT, _METHOD, _BACKGROUND, _FINDING, _OWN, _COMPARATIVE)
-    rule = sentence_role(sentence, position, n_sentences)
+    cue = _cues(sentence)
+    rule = _rule(cue, position, n_sentences)
     return [
         position / max(1, n_sentences - 1),
         float(position == 0),
         float(position == n_sentences - 1),
         float(position >= n_sentences - 2),
         math.log1p(len(sentence.split())),
-        *(float(bool(cue.search(sentence))) for cue in cues),
+        *(float(cue[name]) for name in _CUE_NAMES),
         float(refers_back(sentence)),
         *(float(rule == role) for role in ROLES),
     ]
