@@ -33,14 +33,13 @@ def guesses(rows: list[dict], data_dir: Path | None) -> list[str]:
     """Each row's role: by the rules, or (data_dir) by the classifier on the index's vector of the sentence."""
     if data_dir is None:
         return [sentence_role(r["sentence"], r["position"], r["n_sentences"]) for r in rows]
-    from fit_roles import design, vectors
+    from fit_roles import classify, vectors
 
-    model = role_model()
-    if model is None:
+    if role_model() is None:
         raise SystemExit("no role_model.json: fit it with eval/fit_roles.py --write")
     for r in rows:
         r["abstract"] = r.get("id") or r["paper_id"]
-    return model.predict(design(rows, vectors(rows, data_dir)))
+    return classify(rows, vectors(rows, data_dir))
 
 
 def main() -> None:

@@ -82,6 +82,25 @@ def design(rows: list[dict], vecs: np.ndarray) -> np.ndarray:
     from rag_assistant.answer.roles import role_features
 
     x: list[np.ndarray | None] = [None] * len(rows)
+    for idx in _abstracts(rows).values():
+        for i, row in zip(idx, role_features([rows[i]["sentence"] for i in idx], vecs[idx]), strict=True):
+            x[i] = row
+    return np.array(x)
+
+
+def classify(rows: list[dict], vecs: np.ndarray) -> list[str]:
+    """Each row's role as answers label it: `roles.abstract_roles` over its whole abstract, with its vectors."""
+    from rag_assistant.answer.roles import abstract_roles
+
+    out = [""] * len(rows)
+    for idx in _abstracts(rows).values():
+        for i, role in zip(idx, abstract_roles([rows[i]["sentence"] for i in idx], vecs[idx]), strict=True):
+            out[i] = role
+    return out
+
+
+def _abstracts(rows: list[dict]) -> dict[str, list[int]]:
+    """Row indices per abstract, by position; every abstract must be labelled whole."""
     by_abstract: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
         by_abstract.setdefault(r["abstract"], []).append(i)
@@ -89,9 +108,7 @@ def design(rows: list[dict], vecs: np.ndarray) -> np.ndarray:
         idx.sort(key=lambda i: rows[i]["position"])
         if [rows[i]["position"] for i in idx] != list(range(rows[idx[0]]["n_sentences"])):
             raise SystemExit(f"abstract {rows[idx[0]]['abstract']} is not labelled whole")
-        for i, row in zip(idx, role_features([rows[i]["sentence"] for i in idx], vecs[idx]), strict=True):
-            x[i] = row
-    return np.array(x)
+    return by_abstract
 
 
 def fit(x: np.ndarray, y: np.ndarray, l2: float, iters: int = 3000) -> dict[str, np.ndarray]:

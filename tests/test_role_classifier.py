@@ -15,7 +15,7 @@ from rag_assistant.answer.roles import ROLES, abstract_roles, role_features, rol
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "eval"))
-from fit_roles import design, labelled, vectors  # noqa: E402
+from fit_roles import classify, labelled, vectors  # noqa: E402
 
 SENTENCES = [
     "Graph neural networks are widely used for molecular property prediction.",
@@ -64,9 +64,7 @@ def test_the_classifier_beats_the_rules_on_held_out_labels(cli, tmp_path: Path) 
     assert cli("ingest", str(path)).returncode == 0
     from rag_assistant.config import load_settings
 
-    model = role_model()
-    assert model is not None
-    guessed = model.predict(design(rows, vectors(rows, load_settings().data_dir)))
+    guessed = classify(rows, vectors(rows, load_settings().data_dir))
     classifier = np.mean([g == r["role"] for g, r in zip(guessed, rows, strict=True)])
     rules = np.mean([sentence_role(r["sentence"], r["position"], r["n_sentences"]) == r["role"] for r in rows])
     assert classifier > rules, (classifier, rules)
@@ -100,3 +98,31 @@ def test_answers_choose_sentences_by_the_classifiers_roles() -> None:
     (view,) = analyse_papers([Source(paper, 1.0)], None, _fake_embed)
     assert view.roles == want
     assert [c.role for c in _candidates([Source(paper, 1.0)], [vecs])] == want
+
+
+def test_closing_slogans_are_filler_whatever_the_classifier_says() -> None:
+    """Slogans the 40-answer reading found quoted (eval/answers-reading.jsonl): never an answer's line."""
+    slogans = [
+        "These findings highlight the importance of advanced red-teaming strategies in ensuring reliability.",
+        "Our findings highlight the need for IR-specific enhancements in LLM design.",
+        "These capabilities mark a significant step toward realizing virtual cell modeling for biomedical research.",
+        "We believe that new avenues to LSO will be opened by the score's ability to identify unrealistic areas.",
+    ]
+    sentences = [*SENTENCES[:4], *slogans]
+    assert [sentence_role(s, 4 + i, len(sentences)) for i, s in enumerate(slogans)] == ["other"] * 4
+    assert abstract_roles(sentences, _fake_embed(sentences))[4:] == ["other"] * 4
+
+
+def test_an_antecedent_that_refers_back_comes_with_its_own() -> None:
+    """'To achieve this, ...' quoted as what 'These exchanges' refers to needs the sentence 'this' is."""
+    from rag_assistant.answer.extractive import _Candidate, _with_antecedents
+
+    texts = [
+        "Many-shot jailbreaking circumvents safety alignment by exploiting long inputs.",
+        "To achieve this, the prompt is prefixed with hundreds of fabricated exchanges.",
+        "These exchanges are sampled from a pool of unsafe question-answer pairs.",
+        "We present PANDAS, which modifies the fabricated dialogues with positive affirmations.",
+    ]
+    candidates = [_Candidate(0, i, "p", t, "method", i in (1, 2)) for i, t in enumerate(texts)]
+    assert sorted(_with_antecedents([2, 3], candidates, 4)) == [0, 1, 2, 3]
+    assert _with_antecedents([2, 3], candidates, 2) == [3]  # the chain does not fit: another sentence instead

@@ -204,18 +204,20 @@ class ExtractiveGenerator:
 
 
 def _with_antecedents(chosen: list[int], candidates: list[_Candidate], limit: int) -> list[int]:
-    """The chosen sentences (best first), each that refers back with the sentence before it, within `limit`: a
-    sentence whose antecedent does not fit (or is no candidate) is left out, unless nothing else is left."""
+    """The chosen sentences (best first), each that refers back with the sentences before it back to one that
+    reads alone ("To achieve this, ..." quoted as an antecedent needs its own), within `limit`: a sentence whose
+    antecedents do not fit (or are no candidates) is left out, unless nothing else is left."""
     where = {(c.paper_id, c.position): i for i, c in enumerate(candidates)}
     out: list[int] = []
     for i in chosen:
-        if i in out:
-            continue
-        c = candidates[i]
-        before = where.get((c.paper_id, c.position - 1)) if c.dangling else None
-        need = [i] if not c.dangling else [] if before is None else [before, i] if before not in out else [i]
-        if need and len(out) + len([j for j in need if j not in out]) <= limit:
-            out += [j for j in need if j not in out]
+        need: list[int] | None = [i]
+        while need and need[0] not in out and candidates[need[0]].dangling:
+            c = candidates[need[0]]
+            before = where.get((c.paper_id, c.position - 1))
+            need = None if before is None else [before, *need]
+        need = [j for j in need or [] if j not in out]
+        if need and len(out) + len(need) <= limit:
+            out += need
     return out or chosen[:1]
 
 
