@@ -126,3 +126,23 @@ def test_an_antecedent_that_refers_back_comes_with_its_own() -> None:
     candidates = [_Candidate(0, i, "p", t, "method", i in (1, 2)) for i, t in enumerate(texts)]
     assert sorted(_with_antecedents([2, 3], candidates, 4)) == [0, 1, 2, 3]
     assert _with_antecedents([2, 3], candidates, 2) == [3]  # the chain does not fit: another sentence instead
+
+
+def test_a_paper_is_quoted_by_sentences_that_read_alone_before_its_motivation() -> None:
+    """A claim that refers back to background ("Despite this, ...") is quoted only with that background; a paper
+    with claims that read alone is quoted by those, its contribution sentence excepted (the method slot)."""
+    from rag_assistant.answer.extractive import ExtractiveGenerator, _Candidate
+
+    rows = [  # (text, role, refers back)
+        ("Forecasters struggle with multi-scale dynamics.", "background", False),
+        ("To alleviate this, we propose NestCast, a nested graph network.", "method", True),
+        ("NestCast couples coarse and fine meshes.", "method", False),
+        ("NestCast reduces the forecast error by 12% on ERA5.", "result", False),
+        ("Extreme events remain rare in reanalysis data.", "background", False),
+        ("Despite this, the errors on extremes fall by 20% with NestCast.", "result", True),
+    ]
+    candidates = [_Candidate(0, i, "p", t, role, back) for i, (t, role, back) in enumerate(rows)]
+    relevance = np.array([0.5, 0.8, 0.6, 0.55, 0.5, 0.9])  # the claim leaning on background scores best
+    generator = ExtractiveGenerator(_fake_embed, max_sentences=4)
+    chosen = generator._one_paper(candidates, relevance, np.eye(len(rows)), "p")
+    assert chosen == [0, 1, 2, 3], chosen  # the contribution with its motivation, then claims that read alone
