@@ -239,6 +239,26 @@ class ChatSession:
         chain = AnswerChain(settings, self.chain.retriever, log=self.chain.log)
         self.chain, self.follow_ups = chain, FollowUps(self.memory, chain, _condenser(chain))
 
+    @property
+    def filtered(self) -> str:
+        """The filter every question is held to (/filter or the flags), described; "" when none."""
+        from rag_assistant.index.filters import describe
+
+        return describe(self.chain.retriever.where)
+
+    def set_filter(self, text: str) -> str:
+        """Chat's /filter: `off` clears it; `FIELD=VALUE ...` (author="Ada Lovelace" year=2023- topic=fairness
+        venue=ICML; a field given twice: any of its values) holds every later question to those papers, as the
+        flags do, replacing the filter before. Returns it, described. FilterError when malformed or naming a
+        field, author or topic the index lacks (the filter before stays)."""
+        if text.strip().lower() in ("off", "none", "clear"):
+            self.chain.retriever.where = []
+        elif text.strip():
+            from rag_assistant.answer.authors import filters_from
+
+            self.chain.retriever.restrict(filters_from(_field_values(text)))
+        return self.filtered
+
     def ask(self, question: str, on_token=None) -> Answer:  # noqa: ANN001 - Callable[[str], None] | None
         # checked before condensing, which may call the LLM: an empty question costs nothing and is not logged
         question, notes = check_question(question, self.chain.settings.max_question_chars)
@@ -255,6 +275,27 @@ class ChatSession:
         answer.warnings[:0] = notes + condensed.notes
         self.memory.remember(question, answer)
         return answer
+
+
+def _field_values(text: str) -> dict[str, str | list[str]]:
+    """`author="Ada Lovelace" year=2024` as {"author": "Ada Lovelace", "year": "2024"} (a field twice: a list)."""
+    import shlex
+
+    from rag_assistant.errors import FilterError
+
+    usage = 'write /filter FIELD=VALUE ..., e.g. /filter author="Ada Lovelace" year=2023-, or /filter off'
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        raise FilterError(f"malformed filter {text!r}: unbalanced quotes", usage) from None
+    out: dict[str, str | list[str]] = {}
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise FilterError(f"malformed filter {word!r}", usage)
+        held = out.get(key.strip())
+        out[key.strip()] = value.strip() if held is None else [*([held] if isinstance(held, str) else held), value]
+    return out
 
 
 def to_markdown(memory: Memory) -> str:

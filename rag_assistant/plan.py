@@ -9,16 +9,19 @@ Kinds:
 - `comparison`: how methods or papers differ ("How does X compare to Y?", "X vs Y").
 - `open`: the words do not say (a keyword query); the ranking decides: a clear leader means one paper,
   several close ones a short topic answer.
+- `authors`: an author's papers ("papers by X", "which papers did X co-author?"), listed from the metadata; set
+  by `with_metadata` when the question names an author of the index (answer/named.py finds what it names).
 Rules on the question's form, not its topic: they read "which papers" vs "which paper", never what the
 papers are about, so they hold for any corpus."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-Kind = Literal["paper", "survey", "comparison", "open"]
+Kind = Literal["paper", "survey", "comparison", "open", "authors"]
 
 _WORKS = (
     r"papers|works|studies|approaches|methods|techniques|algorithms|systems|models|frameworks|articles|"
@@ -57,13 +60,14 @@ class Plan:
 
     kind: Kind
     max_papers: int
+    named: Mapping[str, Any] = field(default_factory=dict)  # metadata the question names, as filters (answer/named.py)
 
     @property
     def survey(self) -> bool:
         return self.kind == "survey"
 
     def as_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "max_papers": self.max_papers}
+        return {"kind": self.kind, "max_papers": self.max_papers, **self.named}
 
 
 def question_kind(question: str) -> Kind:
@@ -85,3 +89,12 @@ def question_kind(question: str) -> Kind:
 def plan_question(question: str, top_k: int, survey_max: int) -> Plan:
     kind = question_kind(question)
     return Plan(kind, survey_max if kind == "survey" else top_k)
+
+
+def with_metadata(plan: Plan, named: Mapping[str, Any], listed: int | None) -> Plan:
+    """The plan of a question that names metadata (`named`: what it names, e.g. {"filtered": "authors = X"}):
+    an author's papers when `listed` (how many there are: every one is listed), else the same kind of question
+    within the filters."""
+    if listed is not None:
+        return Plan("authors", listed, dict(named))
+    return Plan(plan.kind, plan.max_papers, dict(named))

@@ -6,19 +6,23 @@ generator's draft: in llm mode the model's request, which reads nothing shared) 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from rag_assistant.answer.authors import given, metadata_answer, named_in, narrowed, papers_named
 from rag_assistant.answer.citations import SupportScorer, is_not_found, references, verify
 from rag_assistant.answer.models import Answer, Draft
+from rag_assistant.answer.named import Named
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import ConfigError, LogNotWrittenError
-from rag_assistant.plan import Plan, plan_question
+from rag_assistant.index.filters import describe
+from rag_assistant.index.keyword_fields import FieldFilter
+from rag_assistant.plan import Plan, plan_question, with_metadata
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup
 
@@ -129,19 +133,41 @@ class AnswerChain:
         retrieval_query: str | None = None,
         pinned: list[str] | None = None,
         retrieved: list[Source] | None = None,
+        filters: Sequence[FieldFilter] | None = None,
     ) -> Job:
         """Retrieve and judge. `retrieval_query` (chat's standalone question) is what is retrieved for and
         answered; `pinned` paper ids, when given, are the only sources (and abstention does not apply);
         `retrieved` is what a search for the query found already (chat's topic-shift check), used unless the
-        question asks for a survey (which retrieves deeper)."""
+        question asks for a survey (which retrieves deeper); `filters` (a batch row's own, not yet resolved)
+        restrict this question's searches, in place of the retriever's for the fields they name."""
         question, notes = check_question(question, self.settings.max_question_chars)
         started = time.perf_counter()
         answer = Answer(question=question, mode=self.generator.mode, model=self.generator.model)
         if retrieval_query and retrieval_query != question:
             answer.condensed_question = retrieval_query
         query = retrieval_query or question
-        plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
-        answer.plan = plan.as_dict()
+        job = Job(answer, started, notes)
+        with given(self.retriever, filters):
+            plan = plan_question(query, k or self.settings.top_k, self.settings.survey_max_papers)
+            named = named_in(self.retriever, query) if not pinned else Named()
+            if named:
+                listed = len(papers_named(self.retriever, named)) if named.listing else None
+                plan = with_metadata(plan, named.as_dict(), listed)
+            answer.plan = plan.as_dict()
+            if self.retriever.where:  # the flags', chat's /filter or a batch row's: what the search was held to
+                answer.plan["filters"] = describe(self.retriever.where)
+            with narrowed(self.retriever, named):
+                if metadata_answer(self, answer, named, query):
+                    answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
+                    return job
+                self._prepare(job, query, plan, k, pinned, None if named.filters else retrieved)
+        return job
+
+    def _prepare(
+        self, job: Job, query: str, plan: Plan, k: int | None, pinned: list[str] | None, retrieved: list[Source] | None
+    ) -> None:
+        """Retrieve (within the filters, the flags' and the question's) and judge, as `prepare` says."""
+        answer, started, notes = job.answer, job.started, job.notes
         sources = self.pinned_sources(pinned) if pinned else []
         if not sources:
             sources = retrieved if retrieved and not plan.survey else self._retrieve(query, plan, k)
@@ -150,7 +176,6 @@ class AnswerChain:
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
         answer.relevance = self.relevance(query, sources)
-        job = Job(answer, started, notes)
         if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
@@ -167,7 +192,6 @@ class AnswerChain:
                 job.request, job.use = shapes.survey_answer(self, answer, judged, plan) or (None, None)
             else:
                 self._answer_job(job, query, sources)
-        return job
 
     def generate(self, job: Job, on_token: Callable[[str], None] | None = None) -> None:
         """The generator's draft, when `prepare` left one to write."""

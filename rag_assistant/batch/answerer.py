@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +29,7 @@ from rag_assistant.errors import (
     RagAssistantError,
     failure_streak,
 )
+from rag_assistant.index.keyword_fields import FieldFilter
 
 if TYPE_CHECKING:
     from rag_assistant.answer.chain import Job
@@ -44,7 +46,7 @@ class Chain(Protocol):
     @property
     def mode(self) -> str: ...
 
-    def prepare(self, question: str, k: int | None = None) -> Job: ...
+    def prepare(self, question: str, k: int | None = None, filters: Sequence[FieldFilter] | None = None) -> Job: ...
 
     def generate(self, job: Job) -> None: ...
 
@@ -54,7 +56,14 @@ class Chain(Protocol):
 class Answerer:
     """One chain shared by the worker threads; see the module docstring for the locking."""
 
-    def __init__(self, settings: Settings, k: int | None, session: str, chain: Chain | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        k: int | None,
+        session: str,
+        chain: Chain | None = None,
+        filters: Sequence[FieldFilter] = (),
+    ) -> None:
         from rag_assistant.answer.redact import secrets_of
 
         self.lock = threading.Lock()
@@ -67,6 +76,8 @@ class Answerer:
 
             chain = AnswerChain(settings)
         self.chain = chain
+        if filters:  # the command's --author/--year/--topic/--where, for every row: a bad one stops the batch
+            chain.retriever.restrict(filters)  # type: ignore[attr-defined]
 
     @property
     def mode(self) -> str:
@@ -85,7 +96,8 @@ class Answerer:
         try:
             with self.lock:
                 started = time.perf_counter()  # waiting for other questions' CPU work is not this one's time
-                job = self.chain.prepare(row.question, self.k)
+                own = {"filters": row.filters} if row.filters else {}  # a row's own filter, for that row only
+                job = self.chain.prepare(row.question, self.k, **own)
             with nullcontext() if self.mode == "llm" else self.lock:  # the extractive generator embeds: locked
                 self.chain.generate(job)
             with self.lock:

@@ -1,7 +1,13 @@
 """Batch question files: the txt, jsonl and csv readers, InputRow, and BatchInputError for a batch that cannot start.
 
-A malformed row (invalid JSON, no or empty question) becomes an InputRow with `error` set: it is reported as
-a failed row, not answered. File-level problems (type, encoding, no questions, duplicate ids) raise."""
+A malformed row (invalid JSON, no or empty question, a malformed `filter`) becomes an InputRow with `error`
+set: it is reported as a failed row, not answered. File-level problems (type, encoding, no questions, duplicate
+ids) raise.
+
+A row may carry its own filter on paper fields: a `filter` (or `where`) object in a JSONL row, or a `filter`
+column holding that object as JSON in a CSV file, e.g. {"author": "Ada Lovelace", "year": "2023-", "topic":
+"fairness", "venue": "ICML"} (answer/authors.py `filters_from`). It replaces the command's --author/--year/
+--topic/--where for the fields it names; a field the index lacks fails that row only."""
 
 from __future__ import annotations
 
@@ -13,15 +19,18 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from rag_assistant.answer.authors import filters_from
 from rag_assistant.answer.models import Answer
 from rag_assistant.batch.outputs import CSV_COLUMNS
-from rag_assistant.errors import RagAssistantError
+from rag_assistant.errors import FilterError, RagAssistantError
+from rag_assistant.index.keyword_fields import FieldFilter
 
 INPUT_KINDS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 # Output keys an input field must not overwrite; a clashing input field is kept as `input_<name>`
 # (e.g. an eval set's reference "answer" column), `id` and `question` are the row's own.
 RESERVED = {f.name for f in fields(Answer)} | set(CSV_COLUMNS)
 ID_COLUMNS = ("id", "qid", "question_id")
+FILTER_COLUMNS = ("filter", "where")
 
 
 class BatchInputError(RagAssistantError):
@@ -39,6 +48,7 @@ class InputRow:
     question: str
     fields: dict[str, Any] = field(default_factory=dict)  # the other input fields, renamed where they clash
     error: str | None = None
+    filters: list[FieldFilter] = field(default_factory=list)  # the row's own filter on paper fields
 
 
 def input_kind(path: Path) -> str:
@@ -86,7 +96,25 @@ def _row(line: int, record: dict[str, Any], where: str) -> InputRow:
         return InputRow(row_id, line, "", extra, f"{where}:{line}: {error}")
     if not question.strip():
         return InputRow(row_id, line, "", extra, f"{where}:{line}: empty question")
-    return InputRow(row_id, line, question.strip(), extra)
+    try:
+        filters = _row_filters(record)
+    except FilterError as exc:
+        hint = f" ({exc.hint})" if exc.hint else ""
+        return InputRow(row_id, line, question.strip(), extra, f"{where}:{line}: {exc.message}{hint}")
+    return InputRow(row_id, line, question.strip(), extra, filters=filters)
+
+
+def _row_filters(record: dict[str, Any]) -> list[FieldFilter]:
+    """The row's `filter`/`where` object (a CSV cell: the object as JSON; empty: none)."""
+    spec = next((record[k] for k in FILTER_COLUMNS if record.get(k) not in (None, "", {})), None)
+    if spec is None:
+        return []
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except ValueError:
+            raise FilterError(f"malformed filter {spec!r}", "write it as a JSON object") from None
+    return filters_from(spec)
 
 
 def _read_txt(text: str, where: str) -> list[InputRow]:

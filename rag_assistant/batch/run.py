@@ -26,6 +26,7 @@ from rag_assistant.batch.outputs import (
     write_markdown,
 )
 from rag_assistant.config import Settings
+from rag_assistant.index.keyword_fields import FieldFilter
 
 
 @dataclass
@@ -131,9 +132,11 @@ def run_batch(
     progress: Callable[[RowDone], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
     chain: Chain | None = None,
+    filters: Sequence[FieldFilter] = (),
 ) -> BatchSummary:
     """Answer every question of `input_path` not already done in `output`; see the module docstring.
-    `on_start(to_answer, already_done)` is called once the plan is known, before the models load."""
+    `on_start(to_answer, already_done)` is called once the plan is known, before the models load; `filters`
+    (parsed, not yet resolved) restrict every row (a row's own filter replaces them for the fields it names)."""
     started = time.perf_counter()
     kind = output_kind(output)
     if output.resolve() == input_path.resolve():
@@ -153,7 +156,7 @@ def run_batch(
     summary.skipped = len(rows) - len(todo)
     if on_start is not None:
         on_start(len(todo), summary.skipped)
-    answerer = Answerer(settings, k, f"batch:{output.name}", chain) if todo else None
+    answerer = Answerer(settings, k, f"batch:{output.name}", chain, filters) if todo else None
     recorder = _Recorder(journal, summary, len(todo), progress)
     try:
         if answerer is not None:

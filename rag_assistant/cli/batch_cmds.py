@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from rag_assistant.cli.common import err, out, print_json
-from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
+from rag_assistant.cli.options import (
+    AuthorOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    ModeOpt,
+    TopicOpt,
+    TopKOpt,
+    WhereOpt,
+    YearOpt,
+    answer_settings,
+    parsed_filters,
+)
 
 if TYPE_CHECKING:
     from rag_assistant.batch import BatchSummary, RowDone
@@ -23,7 +34,8 @@ def batch(
         Path,
         typer.Argument(
             help="Questions: .txt (one per line, # comments), .jsonl (a `question` field) or .csv (a `question` "
-            "column). Other fields are kept; an `id` field names the row, else its line number.",
+            "column). Other fields are kept; an `id` field names the row, else its line number; a `filter` object "
+            '(e.g. {"author": "A. Name", "year": "2023-"}) restricts that row.',
             show_default=False,
         ),
     ],
@@ -41,6 +53,10 @@ def batch(
         bool, typer.Option("--fresh", help="Discard an earlier (partial) output and answer every question again.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Answer every question of FILE into OUTPUT. Rerun the same command to resume after an interruption:
     questions already answered are skipped, failed ones retried. Exit 1 when some question failed."""
@@ -48,6 +64,7 @@ def batch(
     from rag_assistant.cli.progress import ProgressBar
 
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
+    filters = parsed_filters(author, year, topic, where)  # malformed: exit 2 before anything is read
     if concurrency > 1 and settings.resolved_mode() != "llm":
         err().print("note: --concurrency is ignored in extractive mode (answering is CPU-bound); using 1")
         concurrency = 1
@@ -60,6 +77,7 @@ def batch(
             fresh=fresh,
             progress=lambda event: _row_done(bar, event),
             on_start=lambda todo, done: _planned(bar, todo, done),
+            filters=filters,
         )
     _print_summary(summary, as_json)
     if summary.exit_code:

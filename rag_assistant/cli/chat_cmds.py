@@ -8,7 +8,18 @@ from typing import TYPE_CHECKING
 import typer
 
 from rag_assistant.cli.common import err, out
-from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings
+from rag_assistant.cli.options import (
+    AuthorOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    ModeOpt,
+    TopicOpt,
+    TopKOpt,
+    WhereOpt,
+    YearOpt,
+    answer_settings,
+    apply_filters,
+)
 from rag_assistant.cli.safe import safe, tag
 
 if TYPE_CHECKING:
@@ -20,6 +31,8 @@ HELP = """Ask a question, or a follow-up ("what baseline does the second one use
   /papers         papers seen in this conversation
   /show ID        a paper's full abstract
   /mode [MODE]    show or switch the answer mode: extractive, llm or auto
+  /filter F=V ... only papers with these fields: author="Ada Lovelace" year=2023- topic=fairness venue=ICML
+                  (shown in the prompt; /filter alone shows it, /filter off clears it)
   /save FILE      write the conversation as Markdown with references
   /reset          forget the conversation
   /help           this help
@@ -32,6 +45,10 @@ def chat(
     mode: ModeOpt = None,
     llm_model: ModelOpt = None,
     llm_base_url: BaseUrlOpt = None,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Chat with the corpus in the terminal: cited answers, follow-up questions, slash commands."""
     from rag_assistant.answer.chain import AnswerChain
@@ -39,11 +56,12 @@ def chat(
 
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     session = ChatSession(AnswerChain(settings))
+    apply_filters(session.chain.retriever, author, year, topic, where)  # as /filter would: shown in the prompt
     read = _reader(settings.data_dir)
     out().print(f"rag-assistant chat · {safe(_mode(session))} · session {session.memory.id} · /help for commands")
     while True:
         try:
-            line = read().strip()
+            line = read(f"you [{session.filtered}]> " if session.filtered else "you> ").strip()  # plain text
         except KeyboardInterrupt:
             continue
         except EOFError:
@@ -134,6 +152,8 @@ def _command(line: str, session: ChatSession, settings: Settings) -> str | None:
                 err().print(f"[red]error:[/] cannot write {safe(str(path))}: {safe(exc.strerror or str(exc))}")
     elif name == "/mode":
         _switch_mode(session, settings, arg)
+    elif name == "/filter":
+        _filter(session, arg)
     else:
         out().print(f"Unknown command {safe(name)}; /help lists them.")
     return None
@@ -155,6 +175,19 @@ def _show(session: ChatSession, paper_id: str) -> None:
     out().print(safe(paper.text))
 
 
+def _filter(session: ChatSession, arg: str) -> None:
+    from rag_assistant.errors import RagAssistantError
+
+    try:
+        shown = session.set_filter(arg)
+    except RagAssistantError as exc:  # a bad filter leaves the one before in force
+        from rag_assistant.cli.common import report_error
+
+        report_error(exc)
+        return
+    out().print(f"filter: {safe(shown)}" if shown else "No filter: every paper is searched.")
+
+
 def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
     from rag_assistant.errors import RagAssistantError
 
@@ -174,12 +207,12 @@ def _switch_mode(session: ChatSession, settings: Settings, arg: str) -> None:
     out().print(safe(_mode(session)))
 
 
-def _reader(data_dir: Path):  # noqa: ANN202 - Callable[[], str]
+def _reader(data_dir: Path):  # noqa: ANN202 - Callable[[str], str]
     """prompt-toolkit with history and line editing on a terminal; plain input() otherwise."""
     import sys
 
     if not sys.stdin.isatty():
-        return lambda: input("you> ")
+        return input
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
@@ -191,7 +224,7 @@ def _reader(data_dir: Path):  # noqa: ANN202 - Callable[[], str]
     except OSError:  # read-only storage: this session's lines only
         history = InMemoryHistory()
     prompt = PromptSession(history=history)
-    return lambda: prompt.prompt("you> ")
+    return prompt.prompt
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from rag_assistant.cli.common import err, out, print_json
-from rag_assistant.cli.options import BaseUrlOpt, ModelOpt, ModeOpt, TopKOpt, answer_settings, unset_option
+from rag_assistant.cli.options import (
+    AuthorOpt,
+    BaseUrlOpt,
+    ModelOpt,
+    ModeOpt,
+    TopicOpt,
+    TopKOpt,
+    WhereOpt,
+    YearOpt,
+    answer_settings,
+    parsed_filters,
+    unset_option,
+)
 from rag_assistant.cli.progress import ProgressBar
 
 if TYPE_CHECKING:
@@ -74,13 +86,18 @@ def eval_(
             "--export", metavar="ragas", help="Also write the run as RAGAS reads it (ragas.jsonl, ragas.csv)."
         ),
     ] = None,
+    author: AuthorOpt = None,
+    year: YearOpt = None,
+    topic: TopicOpt = None,
+    where: WhereOpt = None,
 ) -> None:
     """Answer every question of DATASET and score retrieval, citations, support, abstention and latency."""
     from rag_assistant.evaluate.run import EvalOptions, plan_eval
 
     options = EvalOptions(
-        dataset, out_dir, judge, judge_base_url, baseline, limit, force, retrieval_only, tags or [], export
-    )
+        dataset, out_dir, judge, judge_base_url, baseline, limit, force, retrieval_only, tags or [], export,
+        parsed_filters(author, year, topic, where),
+    )  # fmt: skip
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
     plan = plan_eval(settings, options)
     with ProgressBar("evaluating", total=len(plan.items), elapsed=True) as bar:

@@ -65,6 +65,15 @@ WhereOpt = Annotated[
 ]
 
 
+def parsed_filters(
+    author: list[str] | None, year: str | None, topic: list[str] | None, where: list[str] | None
+) -> list[Any]:
+    """The filter options parsed (a FilterError, exit 2, when malformed), not yet checked against an index."""
+    from rag_assistant.index.filters import parse_filters
+
+    return parse_filters(author or (), year, topic or (), where or ())
+
+
 def apply_filters(
     retriever: Any,  # noqa: ANN401 - a Retriever (imported late: --help stays fast)
     author: list[str] | None,
@@ -74,7 +83,7 @@ def apply_filters(
 ) -> str:
     """Restrict the retriever's searches to the papers the filter options select, applied before ranking; what
     they were restricted to, for the reader ("" when no filter was given)."""
-    from rag_assistant.index.filters import describe, parse_filters
+    from rag_assistant.index.filters import describe
 
-    filters = parse_filters(author or (), year, topic or (), where or ())
+    filters = parsed_filters(author, year, topic, where)
     return describe(retriever.restrict(filters)) if filters else ""

@@ -21,6 +21,8 @@ def mode_line(answer: Answer) -> str:
 def render_answer(console: Console, answer: Answer, show_sources: bool = False) -> None:
     if answer.condensed_question:
         console.print(f"[dim]searched for: {safe(answer.condensed_question)}[/]")
+    if answer.plan.get("filtered"):  # metadata the question named (answer/named.py), like the flags' line
+        console.print(f"[dim]filtered: {safe(str(answer.plan['filtered']))} (named in the question)[/]")
     if console.is_terminal:
         console.print(Markdown(clean(answer.answer)))
     else:  # pipes and files get the text itself: rich would crop list items to 80 columns

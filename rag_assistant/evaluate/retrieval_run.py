@@ -17,6 +17,7 @@ from rag_assistant.evaluate import metrics as m
 from rag_assistant.evaluate import records
 from rag_assistant.evaluate.dataset import DatasetError, EvalItem
 from rag_assistant.evaluate.records import EvalRun, Progress
+from rag_assistant.index.keyword_fields import FieldFilter
 from rag_assistant.retrieve import Retriever
 
 MODE = "retrieval-only"
@@ -44,13 +45,16 @@ def run_retrieval(
     k: int | None = None,
     on_progress: Progress | None = None,
     retriever: Retriever | None = None,
+    filters: Sequence[FieldFilter] = (),
 ) -> EvalRun:
     """Rank every question to depth max(k, 10) and score the rankings; `retriever` lets a benchmark reuse
-    one loaded model and index across settings."""
+    one loaded model and index across settings; `filters` restrict every search (eval's filter options)."""
     started = time.time()
     k = k or settings.top_k
     depth = max(k, records.MIN_DEPTH)
     retriever = retriever or Retriever(settings)
+    if filters:
+        retriever.restrict(filters)
     warnings = records.warm_up(retriever, items)
     phases = {"setup": time.time() - started}
     results: list[dict[str, Any]] = []

@@ -32,6 +32,7 @@ class EvalOptions:
     retrieval_only: bool = False
     tags: list[str] = field(default_factory=list)  # groups of comma-separated tags (see select_tags)
     export: str | None = None  # also write the run for another tool (export.py): "ragas"
+    filters: list[Any] = field(default_factory=list)  # --author/--year/--topic/--where, parsed (index/filters.py)
 
     def __post_init__(self) -> None:
         from rag_assistant.errors import ConfigError
@@ -73,11 +74,13 @@ class EvalPlan:
         if self.options.retrieval_only:
             from rag_assistant.evaluate.retrieval_run import run_retrieval
 
-            run = run_retrieval(self.items, self.settings, k=k, on_progress=on_progress)
+            run = run_retrieval(self.items, self.settings, k=k, on_progress=on_progress, filters=self.options.filters)
         else:
             from rag_assistant.evaluate.runner import run_eval
 
-            run = run_eval(self.items, self.settings, self.judge, k=k, on_progress=on_progress)
+            run = run_eval(
+                self.items, self.settings, self.judge, k=k, on_progress=on_progress, filters=self.options.filters
+            )
         summary = summarize(run, self.options.dataset)
         paths = write_run(self.target, run, summary)
         if self.options.export:

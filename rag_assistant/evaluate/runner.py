@@ -27,6 +27,7 @@ from rag_assistant.evaluate.records import (
     score_rankings,
     warm_up,
 )
+from rag_assistant.index.keyword_fields import FieldFilter
 from rag_assistant.retrieve import Retriever, Source
 
 
@@ -127,6 +128,7 @@ def run_eval(
     judge: Judge,
     k: int | None = None,
     on_progress: Progress | None = None,
+    filters: Sequence[FieldFilter] = (),
 ) -> EvalRun:
     """Answer and score every question; a question whose chain (or judge) raises a RagAssistantError is
     recorded with its error and scored only where possible. STOP_AFTER systemic failures in a row stop the run."""
@@ -134,6 +136,8 @@ def run_eval(
     k = k or settings.top_k
     depth = max(k, MIN_DEPTH)
     retriever = RecordingRetriever(settings, depth)
+    if filters:  # eval's --author/--year/--topic/--where: every question searches the subset
+        retriever.restrict(filters)
     warnings = warm_up(retriever, items)
     chain = AnswerChain(settings, retriever=retriever, log=False)
     phases = {"setup": time.time() - started}
