@@ -5,6 +5,9 @@ eval/README.md#judged-sets):
                        apart (scored neither way); tags: survey, <area>, plain|reworded, dev|heldout
   eval/nearmiss.jsonl  questions the conference cannot answer (near-topic: a real topic plus one constraint no
                        paper meets; off-corpus: far from it), and the answerable twins of near-topic ones
+  eval/survey2.jsonl, eval/nearmiss2.jsonl
+                       a second, fresh held-out pair built the same way (eval/judged/sv2-*.jsonl, nearmiss2.jsonl,
+                       twins2.jsonl), every question tagged heldout2: for measuring once after tuning
   eval/conference.jsonl, eval/dev.jsonl
                        the topic questions' gold lists made exhaustive (gold, borderline, criterion) from the
                        re-judging in eval/judged/rejudge-*.jsonl; every other line as it is
@@ -28,6 +31,9 @@ EVAL = Path(__file__).resolve().parent
 JUDGED = EVAL / "judged"
 
 
+HELDOUT2 = "heldout2"
+
+
 def split(qid: str) -> str:
     return "heldout" if int(hashlib.sha1(qid.encode()).hexdigest(), 16) % 5 < 2 else "dev"
 
@@ -36,9 +42,9 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def survey_set() -> list[dict]:
+def survey_set(pattern: str = "sv-*-topics.jsonl", fixed_split: str | None = None) -> list[dict]:
     out = []
-    for topics_file in sorted(JUDGED.glob("sv-*-topics.jsonl")):
+    for topics_file in sorted(JUDGED.glob(pattern)):
         judgments = defaultdict(dict)
         for j in rows(topics_file.with_name(topics_file.name.replace("-topics", "-judgments"))):
             judgments[j["topic"]][j["paper"]] = j["label"]
@@ -46,7 +52,8 @@ def survey_set() -> list[dict]:
             labels = judgments[t["id"]]
             gold = sorted(p for p, label in labels.items() if label == "relevant")
             borderline = sorted(p for p, label in labels.items() if label == "borderline")
-            tags = ["survey", t.get("area", "other"), "plain" if t.get("plain", True) else "reworded", split(t["id"])]
+            kind = "plain" if t.get("plain", True) else "reworded"
+            tags = ["survey", t.get("area", "other"), kind, fixed_split or split(t["id"])]
             out.append(
                 {
                     "id": t["id"],
@@ -60,21 +67,22 @@ def survey_set() -> list[dict]:
     return out
 
 
-def nearmiss_set() -> list[dict]:
+def nearmiss_set(suffix: str = "", fixed_split: str | None = None) -> list[dict]:
     out = []
-    nearmiss = JUDGED / "nearmiss.jsonl"
+    nearmiss = JUDGED / f"nearmiss{suffix}.jsonl"
     if nearmiss.exists():
         for q in rows(nearmiss):
-            tags = ["unanswerable", q["kind"], split(q["id"])]
+            tags = ["unanswerable", q["kind"], fixed_split or split(q["id"])]
             criterion = f"no paper meets: {q['constraint']}" if q.get("constraint") else "far from every paper"
             out.append(
                 {"id": q["id"], "question": q["question"], "gold_papers": [], "criterion": criterion, "tags": tags}
             )
-    twins = JUDGED / "twins.jsonl"
+    twins = JUDGED / f"twins{suffix}.jsonl"
     if twins.exists():
         for t in rows(twins):
             # a twin shares its near-topic question's split, so the pair is never torn across dev and heldout
-            tags = ["twin", "answerable", "complete" if t.get("complete_gold") else "partial", split(t["twin_of"])]
+            gold = "complete" if t.get("complete_gold") else "partial"
+            tags = ["twin", "answerable", gold, fixed_split or split(t["twin_of"])]
             out.append({"id": t["id"], "question": t["question"], "gold_papers": t["gold_papers"], "tags": tags})
     return out
 
@@ -109,6 +117,9 @@ def main() -> int:
     args = ap.parse_args()
     stale = 0
     built = [("survey.jsonl", survey_set()), ("nearmiss.jsonl", nearmiss_set())]
+    # the second held-out sets, built after the first held-out split had been looked at: all of it is held out
+    built += [("survey2.jsonl", survey_set("sv2-topics.jsonl", HELDOUT2))]
+    built += [("nearmiss2.jsonl", nearmiss_set("2", HELDOUT2))]
     built += [(name, rejudged(name)) for name in REJUDGED]
     for name, items in built:
         text = write(EVAL / name, items)
@@ -120,7 +131,7 @@ def main() -> int:
             (EVAL / name).write_text(text, encoding="utf-8")
             counts = defaultdict(int)
             for i in items:
-                counts[next((t for t in i.get("tags", []) if t in ("dev", "heldout")), "unsplit")] += 1
+                counts[next((t for t in i.get("tags", []) if t in ("dev", "heldout", HELDOUT2)), "unsplit")] += 1
             print(f"eval/{name}: {len(items)} questions ({dict(counts)})")
     return 1 if stale else 0
 

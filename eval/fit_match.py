@@ -1,5 +1,6 @@
-"""Fit the two match models (rag_assistant/answer/match.py) on the dev split of the judged sets, and report the
-cut-offs they give on the same split (the settings survey_include, survey_possible, near_miss_threshold).
+"""Fit the two match models (rag_assistant/answer/match.py) on the development splits of the judged sets (dev and
+the spent first held-out split: `--split dev,heldout`), and report the cut-offs they give on the same questions
+(the settings survey_include, survey_possible, near_miss_threshold).
 
 - `survey`: which of a survey question's candidates (Retriever.survey, survey_candidates papers) to list.
   Pairs from eval/survey.jsonl: judged relevant 1, judged not relevant or never pooled 0, borderline left out.
@@ -10,10 +11,11 @@ cut-offs they give on the same split (the settings survey_include, survey_possib
 Each is a logistic regression over standardised features (numpy, L2), written to match_model.json with its
 provenance.
 
-    python eval/fit_match.py --data-dir CONF [--write] [--split heldout] [--cache DIR]
+    python eval/fit_match.py --data-dir CONF --bundled-dir B --split dev,heldout [--write] [--cache FILE]
+    python eval/fit_match.py --data-dir CONF --split heldout2      # the second held-out pair: look once
 
-CONF: the bundled 38 + ../shared/corpus/icml2025_full/papers.jsonl ingested (docs/retrieval.md). Without
---write it only reports. `--split heldout` scores the held-out split with the committed models: look once.
+CONF: the bundled 38 + ../shared/corpus/icml2025_full/papers.jsonl ingested (docs/retrieval.md); B: the bundled
+38 alone. Without --write it only reports. A --split without dev scores that split with the committed models.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 EVAL = Path(__file__).resolve().parent
-SETS = ("survey.jsonl", "nearmiss.jsonl", "conference.jsonl")  # over the conference index (--data-dir)
+# over the conference index (--data-dir); survey2/nearmiss2 hold only heldout2 questions (measured once, at the end)
+SETS = ("survey.jsonl", "nearmiss.jsonl", "conference.jsonl", "survey2.jsonl", "nearmiss2.jsonl")
 BUNDLED_SETS = ("dev.jsonl",)  # over the bundled 38 (--bundled-dir): no split, all of it development data
 SURVEY_FEATURES = (
     "max_sentence", "top2_sentence", "abstract", "term_share", "max_gap", "gap2", "feedback", "fused",
@@ -37,17 +40,22 @@ SURVEY_FEATURES = (
 NEAR_MISS_FEATURES = (
     "max_sentence", "top2_sentence", "abstract", "term_share", "max_gap", "gap2", "feedback", "fused",
     "rel_max_sentence", "rel_abstract", "rel_term_share",
+    "best_max_sentence", "best_term_share", "best_max_gap", "best_abstract",
+    "least_max_sentence", "least_term_share", "least_max_gap", "least_abstract",
 )  # fmt: skip
 
 
 def load(split: str, bundled: bool = False) -> list[dict]:
+    """The questions of a split; `split` may be a comma list (dev,heldout: the old held-out split is spent, see
+    eval/README.md#judged-sets, and serves as development data since heldout2 exists)."""
+    splits = set(split.split(","))
     items = []
     for name in BUNDLED_SETS if bundled else SETS:
         path = EVAL / name
         if path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 item = json.loads(line) if line.strip() else None
-                if item and (split in item.get("tags", []) or (bundled and split == "dev")):
+                if item and (splits & set(item.get("tags", [])) or (bundled and "dev" in splits)):
                     items.append({**item, "id": f"bundled:{item['id']}" if bundled else item["id"]})
     return items
 
@@ -214,17 +222,19 @@ def main() -> int:
         found.update(candidates(args.bundled_dir, more, args.k, cache))
         items += more
     cols = lambda names: [FEATURES.index(n) for n in names]  # noqa: E731
-    if args.split == "dev":
+    fitting = "dev" in args.split.split(",")  # never fitted on a held-out split alone
+    if fitting:
+        used = ", ".join(SETS[:3] + (BUNDLED_SETS if args.bundled_dir else ()))
         xs, ys = pairs(items, found, "survey", cols(SURVEY_FEATURES), lambda i: kind(i) == "survey")
-        survey = model_of(SURVEY_FEATURES, xs, ys, args.l2, "dev split of eval/survey.jsonl, survey candidates")
+        survey = model_of(SURVEY_FEATURES, xs, ys, args.l2, f"{args.split} of {used}: survey questions' candidates")
         xn, yn = pairs(items, found, "top", cols(NEAR_MISS_FEATURES), lambda i: kind(i) != "off-corpus")
-        near = model_of(NEAR_MISS_FEATURES, xn, yn, args.l2, f"dev split of {', '.join(SETS)}, top {args.k}")
+        near = model_of(NEAR_MISS_FEATURES, xn, yn, args.l2, f"{args.split} of {used}, top {args.k}")
     else:
         survey, near = load_model("survey"), load_model("near_miss")
     print(f"{args.split}: {len(items)} questions")
     report_survey(items, found, survey)
     report_near_miss(items, found, near, Settings.model_fields["abstain_threshold"].default)
-    if args.write and args.split == "dev":
+    if args.write and fitting:
         MODEL_FILE.write_text(json.dumps({"survey": survey.as_dict(), "near_miss": near.as_dict()}, indent=1) + "\n")
         print(f"wrote {MODEL_FILE}")
     return 0

@@ -249,6 +249,15 @@ class Settings(BaseSettings):
     survey_depth: int = Field(
         300, ge=50, le=5000, description="Chunks fetched from each retriever (dense and keyword) for a survey question."
     )
+    survey_abstain_threshold: float = Field(
+        0.11,
+        ge=0,
+        le=1,
+        description="abstain_threshold for survey questions: their relevance is read over the survey's candidates, "
+        "and a long 'which papers ...?' question in other words than the papers' scores lower than a plain one "
+        "(answerable ones from 0.12 on the development splits of eval/survey.jsonl, eval/conference.jsonl and "
+        "eval/dev.jsonl; unanswerable survey questions abstained on at most 0.105); calibrated on those splits.",
+    )
     survey_include: float = Field(
         0.5,
         ge=0,

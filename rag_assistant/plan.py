@@ -32,7 +32,7 @@ _SURVEY = re.compile(
     rf"^\s*(which|what|list|name|find|show( me)?|are there|is there any|survey|give me|enumerate|collect|gather)\b"
     rf"[^?]{{0,80}}?\b({_WORKS})\b"
     rf"|^\s*(papers|works?|studies|research|literature|publications)\s+(on|about|that|which|proposing|studying|"
-    rf"using|addressing|applying)\b"
+    rf"using|addressing|applying|where|in which|whose)\b"
     rf"|^\s*(list|enumerate|survey|overview of)\b"
     rf"|^\s*(what|which) (has|have) (been|researchers|people|papers|authors)\b"
     rf"|^\s*how (are|have|do|did)\b[^?]{{0,60}}\b(being|been|papers|researchers|works|studies|authors)\b"

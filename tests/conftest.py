@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests import fake_llm and help
 REPO = Path(__file__).resolve().parents[1]
 SHARED_FULL = REPO.parent / "shared" / "corpus" / "icml2025_full" / "papers.jsonl"
 
-_ISOLATE = ("OPENAI_API_KEY", "OPENAI_BASE_URL")
+# pytest-xdist's workers set COLUMNS=80 and LINES=24; a CLI started with them renders at 80 columns even in a
+# pseudo-terminal of another size, so tests see the environment a user's shell gives.
+_ISOLATE = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "COLUMNS", "LINES")
 
 
 @pytest.fixture(autouse=True)

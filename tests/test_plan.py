@@ -14,6 +14,8 @@ from rag_assistant.plan import plan_question, question_kind
         ("What approaches make long-context inference cheaper?", "survey"),
         ("What approaches to protein design were proposed?", "survey"),
         ("papers on learned image compression", "survey"),
+        ("Papers where several language models debate to reach an answer", "survey"),
+        ("studies in which robots learn from videos of people", "survey"),
         ("List work on federated unlearning", "survey"),
         ("Are there studies of tokenizer fairness across languages?", "survey"),
         ("How are LLMs being used for theorem proving?", "survey"),

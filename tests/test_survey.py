@@ -78,6 +78,17 @@ def test_survey_answer_through_the_cli(cli, own_ready: Path) -> None:
     assert forced.returncode == 0, forced.stderr
 
 
+def test_survey_questions_abstain_by_their_own_threshold(cli, own_ready: Path) -> None:
+    # relevance read over a survey's many candidates runs lower: a survey question has its own floor
+    env = {"RAG_ASSISTANT_ABSTAIN_THRESHOLD": "0.99", "RAG_ASSISTANT_SURVEY_ABSTAIN_THRESHOLD": "0"}
+    survey = json.loads(cli("ask", SURVEY_Q, "--json", env=env).stdout)
+    assert survey["plan"]["kind"] == "survey" and not survey["abstained"]
+    one = json.loads(cli("ask", "How does ShadowKV compress the KV cache?", "--json", env=env).stdout)
+    assert one["plan"]["kind"] != "survey" and one["abstained"]
+    strict = {"RAG_ASSISTANT_ABSTAIN_THRESHOLD": "0", "RAG_ASSISTANT_SURVEY_ABSTAIN_THRESHOLD": "0.99"}
+    assert json.loads(cli("ask", SURVEY_Q, "--json", env=strict).stdout)["abstained"]
+
+
 def test_near_miss_says_what_is_missing_and_lists_the_closest(cli, own_ready: Path) -> None:
     env = {"RAG_ASSISTANT_NEAR_MISS_THRESHOLD": "1.0"}  # no paper can reach it: always a near miss
     result = cli("ask", "How does ShadowKV compress the KV cache of diffusion language models?", "--json", env=env)

@@ -176,7 +176,9 @@ class AnswerChain:
         answer.timings["retrieve"] = round(time.perf_counter() - started, 4)
 
         answer.relevance = self.relevance(query, sources)
-        if not (pinned and sources) and answer.relevance < self.settings.abstain_threshold:
+        # a survey question's relevance is read over its many candidates and runs lower (config: survey_abstain_...)
+        floor = self.settings.survey_abstain_threshold if plan.survey else self.settings.abstain_threshold
+        if not (pinned and sources) and answer.relevance < floor:
             answer.abstained = True
             answer.answer = ABSTAIN_TEXT
         elif pinned:

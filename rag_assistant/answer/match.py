@@ -33,11 +33,17 @@ _RAW = (
 )
 FEEDBACK = 5
 Z_FROM = 20  # candidates needed before each feature is also read against the others' spread (a z-score)
+# Read over the whole set of papers judged together (the top k of a plain answer): the same for each of them, so
+# that a paper's chance also depends on how well the best and the worst of its neighbours meet the question.
+# Without them a near-topic question whose papers all share its topic looks like an answerable one paper by paper.
+_AGGREGATED = ("max_sentence", "term_share", "max_gap", "abstract")
 FEATURES = (
     *_RAW,
     *(f"rel_{name}" for name in _RAW[:4]),  # minus the best candidate's
     "rel_feedback",
     *(f"z_{name}" for name in _RAW),  # (x - mean) / sd over the candidates; 0 with fewer than Z_FROM
+    *(f"best_{name}" for name in _AGGREGATED),  # the highest over the papers judged together
+    *(f"least_{name}" for name in _AGGREGATED),  # the lowest
 )
 
 
@@ -72,7 +78,9 @@ def features(question: QuestionView, papers: Sequence[PaperView], idf: Idf) -> n
     x = np.array(rows)
     relative = x[:, [0, 1, 2, 3, 6]] - x[:, [0, 1, 2, 3, 6]].max(axis=0)
     z = (x - x.mean(axis=0)) / (x.std(axis=0) + 1e-6) if len(x) >= Z_FROM else np.zeros_like(x)
-    return np.hstack([x, relative, z])
+    cols = [_RAW.index(name) for name in _AGGREGATED]
+    together = [*x[:, cols].max(axis=0), *x[:, cols].min(axis=0)]
+    return np.hstack([x, relative, z, np.tile(together, (len(x), 1))])
 
 
 @dataclass(frozen=True)
