@@ -1,12 +1,13 @@
 """What an answer's quoted lines are: the share that are background, filler ("other") or dangling-reference
 sentences, over the answers of an eval run (`rag-assistant eval ... --out RUN`; issue 23's answer-level check).
 
-    python benchmarks/answer_lines.py RUN_DIR [RUN_DIR ...] [--corpus FILE ...] [--show N]
+    python benchmarks/answer_lines.py RUN_DIR [RUN_DIR ...] [--corpus FILE ...] [--show N] [--data-dir CONF]
 
 Each answer is split into sentences (text.split_sentences, today's splitter for every run, so a run-on quote of
 an older splitter counts as the sentences it holds); each sentence that cites a paper is matched to the sentence
 of that paper's abstract it quotes (most shared words) and judged with the rule labeller (answer/roles.py) at
-its position in the abstract: a line is bad when its role is background or other, or when it refers back
+its position in the abstract (with --data-dir, by the fitted classifier on that index's sentence vectors, as
+answers choose sentences): a line is bad when its role is background or other, or when it refers back
 (roles.refers_back) and the answer does not quote the sentence before it in the abstract just before it.
 `--show N` prints N bad lines, picked at random (seed 0), for reading.
 """
@@ -18,6 +19,7 @@ import json
 import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from rag_assistant.answer.roles import BACKGROUND, OTHER, abstract_roles, refers_back
@@ -45,7 +47,32 @@ def _match(line: str, sentences: list[str]) -> int | None:
     return best if best is not None and overlap[best] >= 0.5 else None
 
 
-def judge(answer: str, by_id: dict[str, list[str]]) -> list[tuple[str, str]]:
+Roles = Callable[[str, list[str]], list[str]]
+
+
+def rule_roles(paper_id: str, sentences: list[str]) -> list[str]:
+    return abstract_roles(sentences)
+
+
+def classifier_roles(data_dir: Path) -> Roles:
+    """Roles by the classifier, on the sentence vectors the index at data_dir stores (as answers read them)."""
+    from rag_assistant.config import load_settings
+    from rag_assistant.retrieve import Retriever
+
+    retriever = Retriever(load_settings(data_dir=data_dir))
+    cache: dict[str, list[str]] = {}
+
+    def roles(paper_id: str, sentences: list[str]) -> list[str]:
+        if paper_id not in cache:
+            papers = list(retriever.papers([paper_id]).values())
+            vectors = retriever.sentence_vectors(papers).get(paper_id) if papers else None
+            cache[paper_id] = abstract_roles(sentences, vectors)
+        return cache[paper_id]
+
+    return roles
+
+
+def judge(answer: str, by_id: dict[str, list[str]], roles_of: Roles = rule_roles) -> list[tuple[str, str]]:
     """(verdict, line) for each cited sentence: ok, background, other, dangling, or unmatched."""
     out: list[tuple[str, str]] = []
     last: tuple[str, int] | None = None
@@ -59,7 +86,7 @@ def judge(answer: str, by_id: dict[str, list[str]]) -> list[tuple[str, str]]:
         if pos is None:
             out.append(("unmatched", line))
             continue
-        role = abstract_roles(paper)[pos]
+        role = roles_of(pid, paper)[pos]
         antecedent = last == (pid, pos - 1)
         if role in (BACKGROUND, OTHER):
             out.append((role, line))
@@ -76,7 +103,9 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--corpus", action="append", type=Path, help="default: the conference file and bundled")
     parser.add_argument("--show", type=int, default=0)
+    parser.add_argument("--data-dir", type=Path, help="judge roles with the classifier on this index's vectors")
     args = parser.parse_args()
+    roles_of = classifier_roles(args.data_dir) if args.data_dir else rule_roles
     paths = args.corpus or [p for p in (CONFERENCE, bundled_corpus_path()) if p.exists()]
     by_id = abstracts(paths)
     for run in args.runs:
@@ -88,7 +117,7 @@ def main() -> None:
             if record.get("abstained") or not record.get("answer"):
                 continue
             answers += 1
-            for verdict, text in judge(record["answer"], by_id):
+            for verdict, text in judge(record["answer"], by_id, roles_of):
                 counts[verdict] += 1
                 if verdict not in ("ok", "unmatched"):
                     bad.append((record["id"], verdict, text))

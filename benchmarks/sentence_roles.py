@@ -1,7 +1,9 @@
-"""Accuracy of the rule-based sentence roles (rag_assistant/answer/roles.py) against hand labels: overall, per
-role (precision/recall), the confusion matrix, and how well `refers_back` finds the dangling sentences.
+"""Accuracy of the sentence roles (rag_assistant/answer/roles.py) against hand labels: overall, per role
+(precision/recall), the confusion matrix, and how well `refers_back` finds the dangling sentences. Without
+--data-dir it scores the cue-phrase rules; with it, the fitted classifier (role_model.json, eval/fit_roles.py)
+the way answers use it, on the sentence vectors of that index (the conference index holds every labelled paper).
 
-    python benchmarks/sentence_roles.py [FILE] [--split dev|heldout|all]
+    python benchmarks/sentence_roles.py [FILE] [--split dev|heldout|all] [--data-dir CONF]
 
 FILE defaults to eval/sentences/roles-adjudicated.jsonl (two readers, disagreements adjudicated:
 eval/sentences/adjudicate.py); the older eval/sentence_roles.jsonl (one reader, no dangling labels) also works.
@@ -16,27 +18,45 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from rag_assistant.answer.roles import refers_back, sentence_role
+from rag_assistant.answer.roles import refers_back, role_model, sentence_role
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "eval" / "sentences"))
 from split import heldout  # noqa: E402
 
+sys.path.insert(0, str(REPO / "eval"))
+
 ROLES = ("background", "method", "result", "other")
+
+
+def guesses(rows: list[dict], data_dir: Path | None) -> list[str]:
+    """Each row's role: by the rules, or (data_dir) by the classifier on the index's vector of the sentence."""
+    if data_dir is None:
+        return [sentence_role(r["sentence"], r["position"], r["n_sentences"]) for r in rows]
+    from fit_roles import classify, vectors
+
+    if role_model() is None:
+        raise SystemExit("no role_model.json: fit it with eval/fit_roles.py --write")
+    for r in rows:
+        r["abstract"] = r.get("id") or r["paper_id"]
+    return classify(rows, vectors(rows, data_dir))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", nargs="?", type=Path, default=REPO / "eval/sentences/roles-adjudicated.jsonl")
     parser.add_argument("--split", choices=("dev", "heldout", "all"), default="heldout")
+    parser.add_argument("--data-dir", type=Path, help="score the classifier on this index's sentence vectors")
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.path.read_text().splitlines() if line.strip()]
     if args.split != "all":
         rows = [r for r in rows if heldout(r.get("id") or r["paper_id"]) == (args.split == "heldout")]
-    pairs = [(r["role"], sentence_role(r["sentence"], r["position"], r["n_sentences"])) for r in rows]
+    pairs = list(zip([r["role"] for r in rows], guesses(rows, args.data_dir), strict=True))
     confusion = Counter(pairs)
     correct = sum(n for (gold, guess), n in confusion.items() if gold == guess)
-    print(f"{args.path.name} ({args.split}): {len(rows)} sentences, role accuracy {correct / len(rows):.3f}")
+    labeller = "classifier" if args.data_dir else "rules"
+    accuracy = correct / len(rows)
+    print(f"{args.path.name} ({args.split}, {labeller}): {len(rows)} sentences, role accuracy {accuracy:.3f}")
     print(f"{'role':<11} {'precision':>9} {'recall':>7} {'n':>4}")
     for role in ROLES:
         guessed = sum(n for (_, g), n in confusion.items() if g == role)

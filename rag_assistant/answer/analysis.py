@@ -48,7 +48,7 @@ class PaperView:
 
     @cached_property
     def roles(self) -> list[str]:
-        return abstract_roles(self.sentences)
+        return abstract_roles(self.sentences, self.vectors)  # the classifier reads the vectors (roles.py)
 
     @cached_property
     def sentence_stems(self) -> list[frozenset[str]]:

@@ -156,16 +156,22 @@ class ExtractiveGenerator:
         own = [i for i, c in enumerate(candidates) if c.paper_id == paper_id and c.role not in (OTHER, BACKGROUND)]
         own = own or [i for i, c in enumerate(candidates) if c.paper_id == paper_id]  # all background: use it
         own.sort(key=lambda i: -relevance[i])
-        chosen: list[int] = own[:1]
-        slots = [lambda c: c.role == METHOD, lambda c: c.role == RESULT]
+        # a sentence that reads alone, or whose antecedents are claims too, before one that needs its motivation
+        # quoted first ("However, X struggles ... To address this, we ..."): the answer is what the paper does
+        alone = [i for i in own if not _leans_on_background(i, candidates)] or own
+        chosen: list[int] = alone[:1]
+        # the method slot may take the contribution sentence with its motivation ("To address this, we propose X"):
+        # often the only one that names what the paper does
+        slots = [(own, lambda c: c.role == METHOD), (alone, lambda c: c.role == RESULT)]
         if comparing:
-            slots.insert(0, lambda c: compares(c.sentence))
-        for wanted in slots:
-            best = next((i for i in own if wanted(candidates[i])), None)
+            slots.insert(0, (alone, lambda c: compares(c.sentence)))
+        for pool, wanted in slots:
+            best = next((i for i in pool if wanted(candidates[i])), None)
+            best = next((i for i in own if wanted(candidates[i])), None) if best is None else best
             if best is not None and best not in chosen:
                 chosen.append(best)
         floor = self.sentence_floor * float(relevance[own[0]]) if own else 0.0
-        for i in own:
+        for i in alone:
             if len(chosen) >= self.max_sentences:
                 break
             if i not in chosen and relevance[i] >= floor and float((s_vecs[chosen] @ s_vecs[i]).max()) < 0.9:
@@ -197,19 +203,34 @@ class ExtractiveGenerator:
 
 
 def _with_antecedents(chosen: list[int], candidates: list[_Candidate], limit: int) -> list[int]:
-    """The chosen sentences (best first), each that refers back with the sentence before it, within `limit`: a
-    sentence whose antecedent does not fit (or is no candidate) is left out, unless nothing else is left."""
+    """The chosen sentences (best first), each that refers back with the sentences before it back to one that
+    reads alone ("To achieve this, ..." quoted as an antecedent needs its own), within `limit`: a sentence whose
+    antecedents do not fit (or are no candidates) is left out, unless nothing else is left."""
     where = {(c.paper_id, c.position): i for i, c in enumerate(candidates)}
     out: list[int] = []
     for i in chosen:
-        if i in out:
-            continue
-        c = candidates[i]
-        before = where.get((c.paper_id, c.position - 1)) if c.dangling else None
-        need = [i] if not c.dangling else [] if before is None else [before, i] if before not in out else [i]
-        if need and len(out) + len([j for j in need if j not in out]) <= limit:
-            out += [j for j in need if j not in out]
+        need: list[int] | None = [i]
+        while need and need[0] not in out and candidates[need[0]].dangling:
+            c = candidates[need[0]]
+            before = where.get((c.paper_id, c.position - 1))
+            need = None if before is None else [before, *need]
+        need = [j for j in need or [] if j not in out]
+        if need and len(out) + len(need) <= limit:
+            out += need
     return out or chosen[:1]
+
+
+def _leans_on_background(i: int, candidates: list[_Candidate]) -> bool:
+    """Whether the sentence refers back to background or filler (through any chain of sentences that refer back),
+    or to a sentence that is no candidate: quoting it means quoting the motivation first, or leaving it dangling."""
+    where = {(c.paper_id, c.position): j for j, c in enumerate(candidates)}
+    while candidates[i].dangling:
+        c = candidates[i]
+        before = where.get((c.paper_id, c.position - 1))
+        if before is None or candidates[before].role in (BACKGROUND, OTHER):
+            return True
+        i = before
+    return False
 
 
 def _key_sentence(indices: list[int], candidates: list[_Candidate], relevance: np.ndarray) -> int:
