@@ -135,7 +135,7 @@ class Browser:
                     return self._events.pop(i)
             while b"\0" not in self._buffer:
                 left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self._in], [], [], left)[0]:
+                if left <= 0 or not _readable(self._in, left):
                     raise TimeoutError(f"Chromium did not answer within {self.timeout:g}s")
                 chunk = os.read(self._in, 1 << 20)
                 if not chunk:
@@ -143,3 +143,10 @@ class Browser:
                 self._buffer += chunk
             raw, self._buffer = self._buffer.split(b"\0", 1)
             self._events.append(json.loads(raw))
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    """poll, not select: select() refuses descriptors above 1024, which a long test worker's process can reach."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(seconds * 1000))

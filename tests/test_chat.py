@@ -37,6 +37,7 @@ def _spawn(data: Path, extra_env: dict[str, str] | None = None) -> pexpect.spawn
         encoding="utf-8",
         timeout=90,
         dimensions=(60, 250),
+        use_poll=True,  # select() fails on descriptors above 1024, which a long test worker can reach
         # a terminal delivers Ctrl-C; a runner that started the tests in the background may have set it ignored
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )

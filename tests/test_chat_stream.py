@@ -86,6 +86,7 @@ def test_ask_streams_a_huge_completion_within_the_limit(own_ready: Path) -> None
             env=_env(srv, own_ready),
             encoding="utf-8",
             dimensions=(40, 120),
+            use_poll=True,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:

@@ -160,7 +160,7 @@ def test_chat_refuses_empty_questions_and_wraps_at_words(own_ready: Path) -> Non
     data = own_ready
     env = {**os.environ, "RAG_ASSISTANT_DATA_DIR": str(data), "PROMPT_TOOLKIT_NO_CPR": "1", "NO_COLOR": "1"}
     exe = str(Path(sys.executable).with_name("rag-assistant"))
-    child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=90, dimensions=(60, 70))
+    child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=90, dimensions=(60, 70), use_poll=True)
     try:
         child.expect("session [0-9a-f]{8}")
         child.expect("you>")
@@ -196,7 +196,7 @@ def test_chat_papers_and_show_print_hostile_ids(hostile_data) -> None:
     data, _ = hostile_data
     env = {**os.environ, "RAG_ASSISTANT_DATA_DIR": str(data), "PROMPT_TOOLKIT_NO_CPR": "1", "NO_COLOR": "1"}
     exe = str(Path(sys.executable).with_name("rag-assistant"))
-    child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=90, dimensions=(60, 200))
+    child = pexpect.spawn(exe, ["chat"], env=env, encoding="utf-8", timeout=90, dimensions=(60, 200), use_poll=True)
     try:
         child.expect(PROMPT)
         child.sendline("What does the kestrel scheduler predict?")

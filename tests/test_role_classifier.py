@@ -97,7 +97,7 @@ def test_answers_choose_sentences_by_the_classifiers_roles() -> None:
     assert want != [sentence_role(s, i, len(sentences)) for i, s in enumerate(sentences)]  # they differ here
     (view,) = analyse_papers([Source(paper, 1.0)], None, _fake_embed)
     assert view.roles == want
-    assert [c.role for c in _candidates([Source(paper, 1.0)], [vecs])] == want
+    assert [c.role for c in _candidates([view])] == want
 
 
 def test_closing_slogans_are_filler_whatever_the_classifier_says() -> None:
@@ -143,6 +143,6 @@ def test_a_paper_is_quoted_by_sentences_that_read_alone_before_its_motivation() 
     ]
     candidates = [_Candidate(0, i, "p", t, role, back) for i, (t, role, back) in enumerate(rows)]
     relevance = np.array([0.5, 0.8, 0.6, 0.55, 0.5, 0.9])  # the claim leaning on background scores best
-    generator = ExtractiveGenerator(_fake_embed, max_sentences=4)
+    generator = ExtractiveGenerator(max_sentences=4)
     chosen = generator._one_paper(candidates, relevance, np.eye(len(rows)), "p")
     assert chosen == [0, 1, 2, 3], chosen  # the contribution with its motivation, then claims that read alone

@@ -35,7 +35,7 @@ def batch(
         typer.Argument(
             help="Questions: .txt (one per line, # comments), .jsonl (a `question` field) or .csv (a `question` "
             "column). Other fields are kept; an `id` field names the row, else its line number; a `filter` object "
-            '(e.g. {"author": "A. Name", "year": "2023-"}) restricts that row.',
+            "(keys author, year, topic or any stored field: docs/batch.md) restricts that row.",
             show_default=False,
         ),
     ],
