@@ -215,3 +215,16 @@ def test_chat_papers_and_show_print_hostile_ids(hostile_data) -> None:
     assert "[e5]" in papers and "[a(1)]" in papers and "[Bx]" in papers, papers
     assert "[e5]" in shown and "\ufffd[31mRED" in shown, shown
     assert "\x1b[31mRED" not in papers + shown  # the corpus's own escape never reaches the terminal
+
+
+def test_chat_prompt_shows_a_filter_of_hostile_field_values_without_control_bytes(cli, tmp_path: Path) -> None:
+    """The prompt names the active filter's resolved values, which come from the corpus (a track here)."""
+    path = tmp_path / "hostile-track.jsonl"
+    track = "Hostile\x1b]0;pwned\x07 Track\x1b[31mRED"
+    row = {"id": "h1", "abstract": "Kestrel schedulers preempt hawks. We propose a new method.", "topic": track}
+    path.write_text(json.dumps(row) + "\n")
+    assert cli("ingest", str(path)).returncode == 0
+    done = cli("chat", input="/filter topic=hostile\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "you [topic = Hostile" in done.stdout, done.stdout
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout, done.stdout

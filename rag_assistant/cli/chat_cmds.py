@@ -20,7 +20,7 @@ from rag_assistant.cli.options import (
     answer_settings,
     apply_filters,
 )
-from rag_assistant.cli.safe import safe, tag
+from rag_assistant.cli.safe import clean, safe, tag
 
 if TYPE_CHECKING:
     from rag_assistant.chat import ChatSession
@@ -61,7 +61,8 @@ def chat(
     out().print(f"rag-assistant chat · {safe(_mode(session))} · session {session.memory.id} · /help for commands")
     while True:
         try:
-            line = read(f"you [{session.filtered}]> " if session.filtered else "you> ").strip()  # plain text
+            prompt = f"you [{clean(session.filtered)}]> " if session.filtered else "you> "  # plain text: no markup
+            line = read(prompt).strip()
         except KeyboardInterrupt:
             continue
         except EOFError:
