@@ -164,3 +164,30 @@ def test_reingest_upgrades_an_index_of_the_older_layout_reusing_every_vector(tmp
 
     report = ingest_papers(load_corpus([tmp_path / "papers.jsonl"]).papers, settings)
     assert (report.upgraded, report.unchanged, report.chunks_added) == (0, 2, 0)
+
+
+def _unpersisted(settings: Settings) -> dict[str, int]:
+    """Collection name -> records in Chroma's log that its vector index has not written to disk: what every
+    process that opens the collection replays before its first query."""
+    import sqlite3
+
+    with sqlite3.connect(settings.chroma_dir / "chroma.sqlite3") as db:
+        rows = db.execute(
+            "SELECT c.name, (SELECT COUNT(*) FROM embeddings_queue q WHERE q.topic LIKE '%' || c.id"
+            "  AND q.seq_id > COALESCE((SELECT m.seq_id FROM max_seq_id m WHERE m.segment_id = s.id), -1))"
+            " FROM collections c JOIN segments s ON s.collection = c.id AND s.scope = 'VECTOR'"
+        ).fetchall()
+    return dict(rows)
+
+
+def test_an_ingest_leaves_no_vector_for_readers_to_replay(tmp_path: Path) -> None:
+    settings = Settings()
+    papers = _papers(tmp_path)
+    ingest_papers(papers[:1], settings)
+    ingest_papers(papers, settings)  # a second, small ingest: far below Chroma's own 1,000-record threshold
+    pending = _unpersisted(settings)
+    assert pending["abstracts"] == pending["abstracts.papers"] == 0, pending  # the run log is small either way
+    store = open_store(settings)  # ingests keep writing the vector index in large steps
+    assert store.collection.configuration["hnsw"]["sync_threshold"] == 1000
+    vector = store.collection.get(limit=1, include=["embeddings"])["embeddings"][0]
+    assert len(IndexReader(settings).query(vector, 50)) == store.collection.count()  # every chunk is found

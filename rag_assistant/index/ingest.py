@@ -22,7 +22,7 @@ from rag_assistant.corpus.loader import CorpusLoad
 from rag_assistant.corpus.models import Paper
 from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
-from rag_assistant.index.chroma_open import compact
+from rag_assistant.index.chroma_open import compact, persist_vectors
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
 from rag_assistant.index.ingest_report import FilesIngest, IngestReport
@@ -90,6 +90,7 @@ def ingest_papers(
     """Bring the index in line with `papers`: write new and changed ones, drop the papers their files no longer
     hold, skip the unchanged; `progress` is called after each written step."""
     started = time.perf_counter()
+    owned = store is None
     store = store or open_store(settings)
     info = check_model(store, settings)
     report = IngestReport(papers=len(papers))
@@ -112,6 +113,10 @@ def ingest_papers(
         _finish_sentences(papers, plan, sentences, progress, report)
     finally:
         sentences.close()
+    if owned:  # its client let go (chromadb keeps ~20 descriptors per path open until the last client closes)
+        store.close()
+        if not settings.chroma_url:
+            persist_vectors(settings.chroma_dir, settings.collection)
     if report.upgraded and not settings.chroma_url:  # the old documents' space, given back
         compact(settings.chroma_dir)
     report.seconds = time.perf_counter() - started

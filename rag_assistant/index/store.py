@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.corpus.models import Paper
+from rag_assistant.index.chroma_open import MANIFEST_SUFFIX, sibling_collection
 from rag_assistant.index.records import LEGACY_KEY, chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
 from rag_assistant.index.records import paper_to_metadata as paper_to_metadata  # what writers of chunks call
 
 if TYPE_CHECKING:
     from rag_assistant.index.chroma_open import ChromaEndpoint
 
+MANIFEST = "{}" + MANIFEST_SUFFIX  # the papers manifest's collection, named after the chunks' one
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
-MANIFEST = "{}.papers"  # the papers manifest's collection, named after the chunks' one
 
 
 @dataclass(frozen=True)
@@ -304,8 +305,7 @@ class ChromaStore:
 
     def _papers(self) -> Any:  # noqa: ANN401 - a chromadb Collection
         if self._manifest is None:
-            name = MANIFEST.format(self.collection.name)
-            self._manifest = self.client.get_or_create_collection(name, embedding_function=None)
+            self._manifest = sibling_collection(self, MANIFEST_SUFFIX, write=True)
         return self._manifest
 
     def unfinished_papers(self, runs: Sequence[str]) -> set[str]:
