@@ -321,7 +321,6 @@ def persist_vectors(path: Path, name: str) -> None:
     writing in large steps. Chroma keeps one set of loaded indexes per path and process, which reads its settings
     once: this works only when no other client of `path` is open in this process, and changes nothing otherwise."""
     import chromadb
-
     from chromadb.config import Settings as ChromaSettings
 
     client = chromadb.PersistentClient(path=str(path), settings=ChromaSettings(anonymized_telemetry=False))
