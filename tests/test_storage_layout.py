@@ -106,6 +106,41 @@ def test_a_filter_ranks_every_chunk_of_the_matching_papers(tmp_path: Path) -> No
     assert none is not None and not reader.any_match(none) and reader.query(query, 50, where=none) == []
 
 
+def test_a_search_reads_each_chunk_once_and_a_repeated_one_reads_nothing(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """A chunk's text is a span of its paper's abstract on the first chunk: the search asks Chroma for ids and
+    distances only and reads each chunk (a first chunk: for itself and for its paper) once per process, so a
+    warm search costs the nearest-neighbour search and little more (index/read_cache.py)."""
+    from chromadb.api.models.Collection import Collection
+
+    settings = Settings()
+    ingest_papers(_papers(tmp_path), settings)
+    expected = dict(open_store(settings).iter_chunks())
+    read: list[str] = []  # the ids of every chunk whose metadata Chroma returned
+    get, query = Collection.get, Collection.query
+
+    def recorded_get(self: Collection, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        res = get(self, *args, **kwargs)
+        read.extend(res["ids"] if self.name == settings.collection and "metadatas" in kwargs.get("include", []) else [])
+        return res
+
+    def recorded_query(self: Collection, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
+        res = query(self, *args, **kwargs)
+        read.extend(res["ids"][0] if "metadatas" in kwargs.get("include", []) else [])
+        return res
+
+    monkeypatch.setattr(Collection, "get", recorded_get)
+    monkeypatch.setattr(Collection, "query", recorded_query)
+    reader = IndexReader(settings)
+    vector = [1.0] + [0.0] * (reader.dimension() - 1)  # type: ignore[operator]
+    hits = reader.query(vector, 50)
+    assert {h.chunk_id: h.text for h in hits} == expected and all(h.similarity > -1 for h in hits)
+    assert sorted(read) == sorted(expected)  # every chunk read, none twice (the first chunks hold the papers)
+    read.clear()
+    assert set(reader.papers(["p1", "p2"])) == {"p1", "p2"}
+    assert reader.query(vector, 50) == hits and read == []  # a repeated search reads nothing but the distances
+    assert all("paper_text" not in h.metadata and "paper_id" in h.metadata for h in hits)
+
+
 def _fts_bytes(settings: Settings) -> int:
     import sqlite3
 

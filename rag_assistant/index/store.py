@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.chroma_open import MANIFEST_SUFFIX, sibling_collection
+from rag_assistant.index.read_cache import ReadCache
 from rag_assistant.index.records import LEGACY_KEY, chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
 from rag_assistant.index.records import paper_to_metadata as paper_to_metadata  # what writers of chunks call
 
@@ -134,7 +135,7 @@ class ChromaStore:
         self.client, self.collection = open_collection(path, collection, url, write)
         self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
         self._manifest: Any = None  # the manifest's collection, opened (or created) by the first writer call
-        self._cache: dict[str, Paper] = {}  # papers read since the last write (papers())
+        self._cache = ReadCache(self.collection)  # papers and chunk texts read since the last write
 
     def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None:
         """Upsert chunks laid out as index/records.py says: no document, the text a span of the paper's abstract
@@ -214,26 +215,17 @@ class ChromaStore:
         return [*rest, {"paper_id": {"$in": [paper_of(cid) for cid in found]}}] if found else None
 
     def nearest(self, embedding: Sequence[float], n: int, where: dict[str, Any] | None = None) -> list[ChunkHit]:
-        """Chroma's `n` nearest chunks matching `where` (on chunk metadata)."""
+        """Chroma's `n` nearest chunks matching `where` (on chunk metadata): ids and distances from the search,
+        texts from the read cache (index/read_cache.py says why)."""
         res = self.collection.query(
-            query_embeddings=[list(map(float, embedding))],
-            n_results=n,
-            where=where,
-            include=["documents", "metadatas", "distances"],
+            query_embeddings=[list(map(float, embedding))], n_results=n, where=where, include=["distances"]
         )
-        return self._hits(
-            res["ids"][0], res["documents"][0], res["metadatas"][0], [1.0 - d for d in res["distances"][0]]
-        )
-
-    def _hits(
-        self, ids: Sequence[str], docs: Sequence[Any], metas: Sequence[Any], sims: Sequence[float]
-    ) -> list[ChunkHit]:
-        rows = list(zip(ids, docs, metas, sims, strict=True))
-        texts = texts_of(((cid, doc, meta) for cid, doc, meta, _ in rows), self.papers)
+        ids, distances = res["ids"][0], res["distances"][0]
+        found = self._cache.read_chunks(ids)
         return [
-            ChunkHit(cid, str(meta["paper_id"]), texts[cid], float(sim), dict(meta))
-            for cid, _, meta, sim in rows
-            if cid in texts
+            ChunkHit(cid, str(found[cid][1]["paper_id"]), found[cid][0], 1.0 - float(d), dict(found[cid][1]))
+            for cid, d in zip(ids, distances, strict=True)
+            if cid in found
         ]
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
@@ -256,15 +248,7 @@ class ChromaStore:
     def papers(self, paper_ids: Sequence[str]) -> dict[str, Paper]:
         """The stored papers among these ids, read from their first chunks; kept for the reads that follow (a
         search reads the papers of the chunks it found, then the answer reads them again) until a write."""
-        if len(self._cache) > 20_000:  # a long chat reads many papers: memory stays bounded
-            self._cache.clear()
-        wanted = [pid for pid in dict.fromkeys(paper_ids) if pid not in self._cache]
-        for start in range(0, len(wanted), 500):
-            res = self.collection.get(ids=[f"{pid}#0" for pid in wanted[start : start + 500]], include=["metadatas"])
-            for meta in res["metadatas"] or []:
-                paper = metadata_to_paper(meta)
-                self._cache[paper.paper_id] = paper
-        return {pid: self._cache[pid] for pid in dict.fromkeys(paper_ids) if pid in self._cache}
+        return self._cache.read_papers(paper_ids)
 
     def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]:
         """The state of every stored paper that came from one of these file names. A paper the manifest lists
