@@ -12,7 +12,7 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import EmptyIndexError, FilterError
 from rag_assistant.index.embedding import Embedder, get_embedder
-from rag_assistant.index.filters import catalogue, chroma_where, resolve
+from rag_assistant.index.filters import chroma_where, resolve
 from rag_assistant.index.keyword import FieldFilter, KeywordSearch
 from rag_assistant.index.reader import IndexReader
 from rag_assistant.index.store import ChunkHit, paper_of
@@ -167,7 +167,7 @@ class Retriever:
         the index holds (FilterError otherwise); the filters as resolved (topic parts become topics)."""
         if self.reader.empty():
             raise EmptyIndexError("the index is empty", "run `rag-assistant ingest` first")
-        self.where = resolve(filters, catalogue(self.reader.stored_papers())) if filters else []
+        self.where = resolve(filters, self.reader.stored_fields().catalogue) if filters else []
         for f in self.where:  # papers carry the field, yet no chunk: stored before fields were (a dense miss)
             if not self.reader.any_match(chroma_where([f]) or {}):
                 raise FilterError(

@@ -244,3 +244,42 @@ def test_stats_shows_which_fields_the_index_holds(cli, fielded: Path) -> None:  
     assert json.loads(stats.stdout)["fields"] == {"authors": 8, "year": 8, "venue": 8, "topic": 8}
     text = cli("--data-dir", str(fielded), "stats").stdout
     assert "fields (papers carrying each" in text and "authors (8), year (8), venue (8), topic (8)" in text
+
+
+def test_filters_and_named_authors_share_one_read_of_the_papers(
+    fielded: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalogue of fields is read once per index state (reading every paper is ~1 s at conference scale):
+    an `--author` filter and a question naming an author in one process read the papers once; an ingest that
+    changes the index makes the next use read them again."""
+    import shutil
+    from dataclasses import replace
+
+    from rag_assistant.answer.authors import named_in
+    from rag_assistant.config import Settings
+    from rag_assistant.index.ingest import ingest_papers
+    from rag_assistant.index.store import ChromaStore
+    from rag_assistant.retrieve import Retriever
+
+    data = tmp_path / "data"
+    shutil.copytree(fielded, data)
+    monkeypatch.setenv("RAG_ASSISTANT_DATA_DIR", str(data))
+    reads = []
+    iter_papers = ChromaStore.iter_papers
+
+    def counted(self: ChromaStore) -> object:
+        reads.append(1)
+        return iter_papers(self)
+
+    monkeypatch.setattr(ChromaStore, "iter_papers", counted)
+    retriever = Retriever(Settings())
+    retriever.restrict(parse_filters(topics=["learning"]))
+    named = named_in(retriever, "Which papers did Ada Lovelace write?")
+    assert named.authors and len(reads) == 1
+    retriever.restrict(parse_filters(authors=["Grace Hopper"]))
+    assert len(reads) == 1
+    papers = retriever.reader.stored_papers()
+    ingest_papers([replace(papers[0], paper_id="copy1")], Settings())  # another chunk: the index changed
+    before = len(reads)
+    assert "copy1" in {p.paper_id for p in retriever.reader.stored_papers()} and len(reads) == before + 1
+    assert retriever.reader.stored_fields().catalogue["authors"] and len(reads) == before + 1

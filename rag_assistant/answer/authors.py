@@ -18,13 +18,14 @@ from rag_assistant.answer.named import Named, Names, detect, may_name_metadata
 from rag_assistant.corpus.fields import byline
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import FilterError
-from rag_assistant.index.filters import Catalogue, catalogue, matches, parse_filters, resolve
+from rag_assistant.index.filters import Catalogue, matches, parse_filters, resolve
 from rag_assistant.index.keyword_fields import FieldFilter
 from rag_assistant.retrieve import Retriever, Source
 from rag_assistant.text import clean_markup, split_sentences
 
 if TYPE_CHECKING:
     from rag_assistant.answer.shapes import AnswerChain
+    from rag_assistant.index.reader import StoredFields
 
 _CITED = re.compile(r"\[([^\[\]]+)\]")
 LISTED_FROM_METADATA = AnswerWarning(
@@ -34,7 +35,7 @@ LISTED_FROM_METADATA = AnswerWarning(
 
 @dataclass
 class _Fields:
-    chunks: int  # the index's size when read: re-read after an ingest
+    read: StoredFields  # the reader's papers and catalogue these names and words were made from
     papers: list[Paper]
     fields: Catalogue
     names: Names | None
@@ -45,16 +46,16 @@ _READ: weakref.WeakKeyDictionary[Retriever, _Fields] = weakref.WeakKeyDictionary
 
 
 def _fields(retriever: Retriever) -> _Fields:
-    """The index's papers, fields, author names and abstract words, read once per index state and process."""
-    count = retriever.count()
+    """The index's papers and fields (the reader's one catalogue, index/reader.py), with the author names and
+    abstract words made from them once per index state and process."""
+    read = retriever.reader.stored_fields()
     held = _READ.get(retriever)
-    if held is None or held.chunks != count:
-        papers = retriever.reader.stored_papers()
-        fields = catalogue(papers)
+    if held is None or held.read is not read:
+        papers, fields = read.papers, read.catalogue
         words = [w for p in papers for w in re.findall(r"\b[^\W\d_][\w-]+\b", p.text)]
         vocabulary = {w for w in words if w.islower()}
         names = Names(fields["authors"], {w.lower() for w in words}) if "authors" in fields else None
-        held = _READ[retriever] = _Fields(count, papers, fields, names, vocabulary)
+        held = _READ[retriever] = _Fields(read, papers, fields, names, vocabulary)
     return held
 
 

@@ -21,11 +21,13 @@ another process's writes."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.embedder_base import BaseEmbedder
+from rag_assistant.index.filters import Catalogue, catalogue
 from rag_assistant.index.keyword import KeywordIndex, KeywordSearch
 from rag_assistant.index.keyword_fields import store_docs
 from rag_assistant.index.pending import pending_runs, unfinished_papers
@@ -37,6 +39,14 @@ from rag_assistant.index.store import ChromaStore, ChunkHit, StoreReader, open_s
 def state_marker(info: dict[str, Any], pending: Sequence[str]) -> tuple[str, tuple[str, ...]]:
     """What changes whenever an ingest changes what search sees: the revision and the pending runs."""
     return store_revision(info), tuple(pending)
+
+
+@dataclass(frozen=True)
+class StoredFields:
+    """Every stored paper, and each field they carry with its values and how many papers carry each."""
+
+    papers: list[Paper]
+    catalogue: Catalogue
 
 
 class IndexReader:
@@ -54,6 +64,7 @@ class IndexReader:
         self._sentences: SentenceReader | None = None
         self._seen_chunks = False
         self._dimension: int | None = None
+        self._fields: tuple[Any, StoredFields] | None = None  # (index state, what stored_fields read)
         self.reloads = 0  # how often catch_up reloaded (chat says so)
         self.synced = False  # the keyword index was brought up to date from a shared server's run log
         self.sync_report: Any = None  # what that read (index/keyword_cache.py SyncReport)
@@ -129,8 +140,19 @@ class IndexReader:
         return self._store.sources()
 
     def stored_papers(self) -> list[Paper]:
-        """Every paper whose first chunk is stored (hidden ones too: see `hidden`)."""
-        return list(self._store.iter_papers())
+        """Every paper whose first chunk is stored (hidden ones too: see `hidden`), read once per index state."""
+        return self.stored_fields().papers
+
+    def stored_fields(self) -> StoredFields:
+        """The stored papers and the catalogue of their fields, read once per index state and reader: filters
+        (retrieve), questions naming an author (answer/authors.py), `papers` and `stats` share one read (reading
+        every paper costs ~1.2 s on 3,339 papers). Read again when an ingest moved the state marker (catch_up)
+        or the number of chunks changed (a write through another store of this process)."""
+        key = (self._marker, self._store.count())
+        if self._fields is None or self._fields[0] != key:
+            papers = list(self._store.iter_papers())
+            self._fields = key, StoredFields(papers, catalogue(papers))
+        return self._fields[1]
 
     def dimension(self) -> int | None:
         """The length of the index's vectors (None: empty), read once non-empty: what question vectors must have."""
