@@ -110,7 +110,7 @@ class ExtractiveGenerator:
         sentence is scored, and is shown once verified (as before streaming went through this interface)."""
         candidates = _candidates(papers)
         if not candidates:
-            return Draft("", self.model, abstained=True)
+            return Draft("", self.model, abstained=True, quotes=True)
         sources = [p.source for p in papers]
         s_vecs = np.stack([papers[c.rank].vectors[c.position] for c in candidates])
         terms = set(stems(question.text))
@@ -134,13 +134,14 @@ class ExtractiveGenerator:
         else:
             chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id, comparing)
             text = " ".join(cite(candidates[i].sentence, candidates[i].paper_id) for i in chosen)
-        return Draft(text, self.model)
+        return Draft(text, self.model, quotes=True)
 
     def survey(
         self, question: QuestionView, papers: Sequence[PaperView], on_token: Callable[[str], None] | None = None
     ) -> Draft:
         lines = survey_lines(question, papers)
-        return Draft("\n\n".join("- " + lines[p.paper_id] for p in papers if p.paper_id in lines), self.model)
+        text = "\n\n".join("- " + lines[p.paper_id] for p in papers if p.paper_id in lines)
+        return Draft(text, self.model, quotes=True)
 
     def _one_paper(
         self,
