@@ -111,3 +111,21 @@ def test_references_a_quote_does_not_have_are_checked_as_always(scorer: SupportS
     # ... and so is a quote cited with a paper it is not from
     v = verify(QUOTE.replace("[seg:1]", "[004:17]"), [SEG, A], scorer, 0.45, quotes=True)
     assert "Acharya" not in v.text and any("Acharya et al. (2016)" in w.detail for w in v.warnings)
+
+
+NEST = Paper(
+    "nest:1",
+    "Graph forecasters struggle with multi-scale dynamics. To alleviate this, we propose NestCast, a nested graph "
+    "network that couples coarse and fine meshes.",
+    "nest.txt",
+    1,
+)
+
+
+def test_a_quote_trimmed_of_its_opening_is_checked_as_a_span_of_its_abstract(scorer: SupportScorer) -> None:
+    quote = "\u2026we propose NestCast, a nested graph network that couples coarse and fine meshes [nest:1]."
+    v = verify(quote, [NEST], scorer, 0.45, quotes=True)
+    assert v.text == quote and v.warnings == [] and v.sentences[0].support == {"nest:1": 1.0}
+    # words the abstract does not have are no span, however they are marked: scored as any claim
+    v = verify("\u2026we propose NestCast, which forecasts river floods [nest:1].", [NEST], scorer, 0.45, quotes=True)
+    assert v.sentences[0].support["nest:1"] < 0.9

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from rag_assistant.answer.roles import refers_back
 from rag_assistant.text import clean_markup, unmark
 
 if TYPE_CHECKING:
@@ -59,3 +60,44 @@ def quote_text(sentence: str, paper_id: str, papers: Mapping[str, Paper]) -> str
         return None
     head, _, tail = sentence.rpartition(f" [{paper_id}]")
     return head + tail
+
+
+# A leading clause that only points back to the sentence before ("To address this,", "To this end,", "Building on
+# these insights,"): what the sentence says is its main clause. Causal and purpose connectives only: a contrast
+# ("Unlike these methods,") or an addition ("Furthermore,") carries meaning of its own.
+_BACK = r"(?:this|these|those|such|that|the (?:above|aforementioned))"
+_FEW = r"(?: [\w-]+){0,3}"  # "this issue", "these two key limitations"
+_LEAD = re.compile(
+    r"^(?:"
+    r"to (?:address|alleviate|tackle|overcome|mitigate|solve|remedy|fill|bridge|close|meet|achieve|resolve|handle"
+    rf"|fix|answer|circumvent|counter|combat|avoid) {_BACK}{_FEW}"
+    r"|to (?:this|that) end|to do so"
+    rf"|(?:building|based|drawing|relying|motivated|inspired|guided|grounded|driven) (?:on|upon|by|from) {_BACK}{_FEW}"
+    rf"|in (?:light|view) of {_BACK}{_FEW}|in response(?: to {_BACK}{_FEW})?|given {_BACK}{_FEW}"
+    r"|for (?:this|these) reasons?|with (?:this|these)(?: [\w-]+){0,2} in mind"
+    r"|therefore|consequently|thus|hence|accordingly|as a result"
+    r"),\s+",
+    re.I,
+)
+# ... and a main clause that says what the paper does, in its own words
+_OWN_CLAUSE = re.compile(r"^(?:in this (?:paper|work|study),? |here,? )?(?:we|our [\w-]+|this (?:paper|work|study))\b")
+_MIN_CLAUSE_WORDS = 5
+
+
+def trimmed(sentence: str) -> str | None:
+    """The sentence quoted from its main clause on, marked with TRIM ("To address this, we propose X." ->
+    "…we propose X."), when it opens with a clause that only points back and the rest reads alone; else None."""
+    lead = _LEAD.match(sentence)
+    rest = sentence[lead.end() :] if lead else ""
+    if not _OWN_CLAUSE.match(rest) or len(rest.split()) < _MIN_CLAUSE_WORDS or refers_back(rest):
+        return None
+    return TRIM + rest
+
+
+def reads_alone(sentence: str) -> tuple[str, bool]:
+    """The sentence as an answer quotes it, and whether that quote still refers back to the sentence before (it
+    needs it quoted first): one that refers back only through a leading clause is trimmed of it."""
+    if not refers_back(sentence):
+        return sentence, False
+    short = trimmed(sentence)
+    return (sentence, True) if short is None else (short, False)
