@@ -84,3 +84,37 @@ def test_a_catch_up_reads_each_changed_chunk_once_and_no_other(tmp_path: Path, m
     assert sorted(index.chunk_ids()) == sorted(after)
     for query in ("quokka caches", "wombat routing", "yi wang memory", "shortened"):
         assert [cid for cid, _ in index.query(query, 20)] == [cid for cid, _ in rebuilt.query(query, 20)]
+
+
+class CountingGets:
+    """A chromadb Collection that counts its `get` requests."""
+
+    def __init__(self, inner: Any) -> None:  # noqa: ANN401 - a chromadb Collection
+        self.inner, self.gets = inner, 0
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ANN401 - chromadb's GetResult
+        self.gets += 1
+        return self.inner.get(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # noqa: ANN401
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize(("page", "gets"), [(5000, 1), (2, 3), (1, 6)])
+def test_the_run_log_is_listed_without_a_request_for_an_empty_last_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page: int, gets: int
+) -> None:
+    """Every search lists the run log (pending runs; a sync): a short page is the last one. Before, each listing
+    asked once more for the empty page after it."""
+    from rag_assistant.index import runlog
+
+    log = RunLog.of(open_store(Settings(data_dir=tmp_path / "data")), write=True)
+    assert log is not None
+    runs = [f"run-{i}" for i in range(5)]
+    for run in runs:
+        log.start(run)
+    log.finish(runs[0], 1, {})
+    monkeypatch.setattr(runlog, "PAGE", page)
+    log.log = CountingGets(log.log)
+    assert log.states() == {run: "done" if run == runs[0] else "pending" for run in runs}
+    assert log.log.gets == gets

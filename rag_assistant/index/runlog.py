@@ -87,6 +87,8 @@ class RunLog:
             if not res["ids"]:
                 return out
             out.update((run, dict(meta or {})) for run, meta in zip(res["ids"], res["metadatas"] or [], strict=False))
+            if len(res["ids"]) < PAGE:  # the last page: no request for an empty one (a search lists the log)
+                return out
             offset += len(res["ids"])
 
     def states(self) -> dict[str, str]:
