@@ -190,3 +190,16 @@ def test_counts_are_pluralised_in_ingest_and_stats(cli, tmp_path: Path) -> None:
     two = _write_jsonl(tmp_path / "two.jsonl", [{"id": f"t{i}", "abstract": f"Topic {i} of caches."} for i in (1, 2)])
     again = cli("ingest", str(one), str(two))
     assert "Ingested 3 papers from 2 files: 2 new, 0 changed, 1 unchanged, 0 removed; 2 new chunks, " in again.stdout
+
+
+def test_ingests_into_new_data_dirs_keep_no_descriptors_open(tmp_path: Path) -> None:
+    """A library user ingesting into many data dirs in one process: each ingest lets go of the store it opened
+    (chromadb keeps ~20 descriptors per path until its last client closes)."""
+    import os
+
+    papers = load_corpus([bundled_corpus_path()]).papers[:2]
+    ingest_papers(papers, Settings(data_dir=tmp_path / "first"))  # imports and loads what every ingest shares
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(3):
+        ingest_papers(papers, Settings(data_dir=tmp_path / f"dir{i}"))
+    assert len(os.listdir("/proc/self/fd")) - before < 10  # was +20 per data dir

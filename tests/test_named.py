@@ -106,6 +106,9 @@ def test_one_paper_of_an_author_is_a_filtered_question_not_a_listing() -> None:
         ("Papers published after 2023 on graph networks", "year >= 2024"),
         ("Which papers before 2023 study optimisers?", "year <= 2022"),
         ("papers between 2021 and 2022 on reinforcement learning", "year 2021-2022"),
+        ("papers from 2021 through 2022 on fairness", "year 2021-2022"),
+        ("Which papers since 2023 or later study fairness?", "year >= 2023"),
+        ("What was published in 2024 on fairness?", "year = 2024"),  # a year the index has
     ],
 )
 def test_tracks_and_years_named_in_questions(question: str, filtered: str) -> None:

@@ -103,3 +103,23 @@ def test_a_command_leaves_the_garbage_collector_alone() -> None:
     assert proc.returncode == 0, proc.stderr
     imported, collections_while_importing, frozen = proc.stdout.split()[-3:]
     assert imported == "True" and int(collections_while_importing) > 0 and frozen == "0"
+
+
+def test_a_plain_answer_prints_without_markdown_and_a_list_answer_with_it() -> None:
+    code = (
+        "import io, sys\n"
+        "from rich.console import Console\n"
+        "from rag_assistant.answer.models import Answer\n"
+        "from rag_assistant.cli.render import render_answer\n"
+        "def shown(text):\n"
+        "    buf = io.StringIO()\n"
+        "    render_answer(Console(file=buf, force_terminal=True, width=100, color_system=None), Answer('q', text))\n"
+        "    return next(line for line in buf.getvalue().splitlines() if line.strip())\n"
+        "print(shown('It merges segments in constant time [a:1].'), 'rich.markdown' in sys.modules)\n"
+        "print(shown('- It merges segments [a:1].\\n- It prunes tokens [b:2].'), 'rich.markdown' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    plain, listed = proc.stdout.splitlines()
+    assert plain == "It merges segments in constant time [a:1]. False"
+    assert listed.strip().startswith("• It merges segments [a:1].") and listed.endswith(" True")  # rendered as a list

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,16 +73,27 @@ _TRACK_PAPERS = re.compile(
     re.I,
 )
 _YEAR = r"((?:19|20)\d\d)"
-_YEAR_FORMS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"\bbetween {_YEAR} and {_YEAR}\b", re.I), "{0}-{1}"),
-    (re.compile(rf"\bfrom {_YEAR} (?:to|until|through) {_YEAR}\b", re.I), "{0}-{1}"),
-    (re.compile(rf"\b(?:published |written |appeared )?(?:after|later than) {_YEAR}\b", re.I), "+{0}-"),
-    (re.compile(rf"\b(?:published |written )?(?:since|from) {_YEAR}(?: on(?:wards?)?| or later)\b", re.I), "{0}-"),
-    (re.compile(rf"\b(?:published |written )?(?:before|prior to|earlier than) {_YEAR}\b", re.I), "-{0}-"),
-    (re.compile(rf"\b(?:published |written |appeared )?(?:from|since) {_YEAR}\b", re.I), "{0}"),
-    (re.compile(rf"\b(?:published|written|appeared) in {_YEAR}\b", re.I), "{0}"),
-    (re.compile(rf"\b(?:in|during) {_YEAR}\b", re.I), "?{0}"),  # only a year the index has
+# Each form with the year range it means ("-2023": up to 2023), from its one or two years; the last form takes
+# only a year the index has ("in 2024" is a year; "in 1999 words" is not asked of an index without 1999)
+_YEAR_FORMS: list[tuple[re.Pattern[str], Callable[[int, int], str]]] = [
+    (re.compile(rf"\bbetween {_YEAR} and {_YEAR}\b", re.I), lambda a, b: f"{a}-{b}"),
+    (re.compile(rf"\bfrom {_YEAR} (?:to|until|through) {_YEAR}\b", re.I), lambda a, b: f"{a}-{b}"),
+    (
+        re.compile(rf"\b(?:published |written |appeared )?(?:after|later than) {_YEAR}\b", re.I),
+        lambda a, _: f"{a + 1}-",
+    ),
+    (
+        re.compile(rf"\b(?:published |written )?(?:since|from) {_YEAR}(?: on(?:wards?)?| or later)\b", re.I),
+        lambda a, _: f"{a}-",
+    ),
+    (
+        re.compile(rf"\b(?:published |written )?(?:before|prior to|earlier than) {_YEAR}\b", re.I),
+        lambda a, _: f"-{a - 1}",
+    ),
+    (re.compile(rf"\b(?:published |written |appeared )?(?:from|since) {_YEAR}\b", re.I), lambda a, _: f"{a}"),
+    (re.compile(rf"\b(?:published|written|appeared) in {_YEAR}\b", re.I), lambda a, _: f"{a}"),
 ]
+_IN_YEAR = re.compile(rf"\b(?:in|during) {_YEAR}\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -354,26 +366,22 @@ def _topics_with(phrase: str, topics: Counter, whole_part: bool) -> list[str]:
     return sorted(out)
 
 
+def _years(m: re.Match[str]) -> tuple[int, int]:
+    """The one or two years a year form matched (0 for a second it does not have)."""
+    found = [int(g) for g in m.groups()]
+    return found[0], (found[1:] or [0])[0]
+
+
 def _year(question: str, years: Counter) -> tuple[FieldFilter | None, str]:
     """ "from 2024", "published after 2023", "between 2022 and 2024", "in 2024" (only a year the index has)."""
-    for pattern, shape in _YEAR_FORMS:
-        m = pattern.search(question)
-        if not m:
-            continue
-        a = m.group(1)
-        if shape.startswith("?"):
-            if not any(str(y) == a for y in years):
-                continue
-            shape = "{0}"
-        text = shape.lstrip("+").format(a, m.group(2) if m.lastindex and m.lastindex > 1 else "")
-        if shape.startswith("+"):
-            text = f"{int(a) + 1}-"
-        elif shape.startswith("-") and shape.endswith("-"):
-            text = f"-{int(a) - 1}"
-        f = parse_years(text)
-        held = [y for y in years if isinstance(y, int | float) and not isinstance(y, bool)]
-        if not any((f.low is None or y >= f.low) and (f.high is None or y <= f.high) for y in held):
-            have = f"{min(held):g}-{max(held):g}" if held else "none"
-            return None, f"no paper of this index matches {describe([f])} (its years: {have})"
-        return f, ""
-    return None, ""
+    text = next((span(*_years(m)) for form, span in _YEAR_FORMS if (m := form.search(question))), "")
+    if not text and (m := _IN_YEAR.search(question)) and any(str(y) == m[1] for y in years):
+        text = m[1]
+    if not text:
+        return None, ""
+    f = parse_years(text)
+    held = [y for y in years if isinstance(y, int | float) and not isinstance(y, bool)]
+    if not any((f.low is None or y >= f.low) and (f.high is None or y <= f.high) for y in held):
+        have = f"{min(held):g}-{max(held):g}" if held else "none"
+        return None, f"no paper of this index matches {describe([f])} (its years: {have})"
+    return f, ""

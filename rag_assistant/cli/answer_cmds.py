@@ -40,7 +40,7 @@ def ask(
     from rag_assistant.cli.warm import Warmup
 
     settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
-    warm = Warmup(settings, render=True)  # loads the index and the model while the chain is imported
+    warm = Warmup(settings)  # loads the index and the model while the chain is imported
     from rag_assistant.cli.render import render_answer, stream_answer
 
     chain = warm.chain()

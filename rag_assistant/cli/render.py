@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.markdown import Markdown
 
 from rag_assistant.answer.models import Answer
 from rag_assistant.cli.safe import clean, safe, tag
 from rag_assistant.text import clean_markup
+
+# Lists, headings, emphasis, code: what an answer needs Markdown for (a plain paragraph reads the same without it,
+# and rich's Markdown costs 0.06 s to import on a one-off `ask`)
+_MARKDOWN = re.compile(r"^\s*(?:[-*+] |\d+[.)] |#)|[*_`]", re.M)
 
 
 def mode_line(answer: Answer) -> str:
@@ -23,10 +27,13 @@ def render_answer(console: Console, answer: Answer, show_sources: bool = False) 
         console.print(f"[dim]searched for: {safe(answer.condensed_question)}[/]")
     if answer.plan.get("filtered"):  # metadata the question named (answer/named.py), like the flags' line
         console.print(f"[dim]filtered: {safe(str(answer.plan['filtered']))} (named in the question)[/]")
-    if console.is_terminal:
-        console.print(Markdown(clean(answer.answer)))
+    text = clean(answer.answer)
+    if console.is_terminal and _MARKDOWN.search(text):
+        from rich.markdown import Markdown
+
+        console.print(Markdown(text))
     else:  # pipes and files get the text itself: rich would crop list items to 80 columns
-        console.print(clean(answer.answer), markup=False)
+        console.print(text, markup=False, highlight=False)
     render_possible(console, answer)
     flagged = [s for s in answer.sentences if s.flags]
     if flagged:

@@ -43,9 +43,9 @@ class _Job:
 class Warmup:
     """Loads started for `settings`; `retriever()` hands them over (or None where a load failed)."""
 
-    def __init__(self, settings: Settings, *, render: bool = False) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        _shared_imports(render)
+        _shared_imports()
         self._reader = _Job(lambda: _open_reader(settings))
         self._embedder = _Job(lambda: _load_embedder(settings))
 
@@ -64,15 +64,11 @@ class Warmup:
         return AnswerChain(self.settings, retriever, make_generator(self.settings, retriever))
 
 
-def _shared_imports(render: bool) -> None:
+def _shared_imports() -> None:
     """Imported here, before the threads start, what more than one of them imports: two threads importing the
-    same package at once can see it half-initialised (numpy's lazy attributes and import cycles). `render`:
-    the main thread will import the answer's rendering (rich.markdown) while the threads run."""
+    same package at once can see it half-initialised (numpy's lazy attributes and import cycles)."""
     import numpy  # noqa: F401
     import numpy.typing  # noqa: F401 - one of numpy's lazy submodules that pydantic-based libraries import
-
-    if render:
-        import rich.markdown  # noqa: F401
 
     import rag_assistant.index.embedding  # noqa: F401
     import rag_assistant.index.onnx_embedding  # noqa: F401
