@@ -10,7 +10,8 @@ The loaded server and B's keyword cache of it (its first `search` ever: every ch
 server on the copy and measures, in this order:
 - the floor: B's `search` with its cache current, nothing to catch up (start-up, model load, the query);
 - A's ingest of `--add` papers (A: a client that was in sync before it; it ends by syncing its cache, as ingest
-  does), then C (a copy of B's data dir) catching up in-process, timed without the process: the catch-up alone;
+  does), then C (a copy of B's data dir) catching up in-process, timed without the process: the catch-up alone,
+  wall, this process's CPU and the Chroma server's CPU meanwhile;
 - B's first `search` after A's ingest, wall time and the CPU time (user+sys) of its process, which a loaded
   machine inflates less; its ranking against A's.
 Every `search` is the shipped CLI in a new process (model load included), timed from outside. The three numbers
@@ -136,7 +137,10 @@ def measure(base: Path, work: Path, add: int, profile: Path | None) -> dict[str,
         out["a_ingest"] = write_run(store, a, NEW, _chunks_of(add), "n")  # papers not in the server
         out["a_cache_sync"] = sync_client_cache(store, a, RunLog.open(store, a, write=True)).as_dict()
         store.close()
+        pid = server.proc.pid  # type: ignore[union-attr]
+        served = _cpu_of(pid)
         out["c_sync_in_process"] = _sync_alone(a.model_copy(update={"data_dir": work / "c"}))
+        out["c_sync_in_process"]["server_cpu_seconds"] = round(_cpu_of(pid) - served, 2)
         out["b_after_a"] = search(work / "b", server.url, profile)
         out["a_search"] = search(work / "a", server.url)
         out["same_ranking"] = out["b_after_a"]["ranking"] == out["a_search"]["ranking"]
@@ -185,6 +189,8 @@ def main() -> None:
         "b_first_search_after_a_s": med("b_after_a"),
         "b_first_search_after_a_cpu_s": med("b_after_a", "cpu_seconds"),
         "catch_up_alone_s": med("c_sync_in_process"),
+        "catch_up_alone_cpu_s": med("c_sync_in_process", "cpu_seconds"),
+        "catch_up_alone_server_cpu_s": med("c_sync_in_process", "server_cpu_seconds"),
         "floor_s": round(statistics.median(r[k]["seconds"] for r in rounds for k in ("floor", "floor_after")), 2),
         "floor_cpu_s": round(
             statistics.median(r[k]["cpu_seconds"] for r in rounds for k in ("floor", "floor_after")), 2
@@ -200,8 +206,16 @@ def _sync_alone(settings: Any) -> dict[str, Any]:  # noqa: ANN401 - Settings
     from rag_assistant.index.reader import IndexReader
 
     reader = IndexReader(settings)
+    cpu = time.process_time()  # this process's share (the server's work is not in it), which load inflates less
     seconds, _ = U.timed(lambda: reader.keyword)
-    return {"seconds": round(seconds, 2), "last_sync": reader.sync_report.as_dict() if reader.sync_report else None}
+    report = reader.sync_report.as_dict() if reader.sync_report else None
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(time.process_time() - cpu, 2), "last_sync": report}
+
+
+def _cpu_of(pid: int) -> float:
+    """User+sys CPU seconds of a running process so far (Linux: /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _chunks_of(n_papers: int) -> int:
