@@ -8,7 +8,8 @@ an older splitter counts as the sentences it holds); each sentence that cites a 
 of that paper's abstract it quotes (most shared words) and judged with the rule labeller (answer/roles.py) at
 its position in the abstract (with --data-dir, by the fitted classifier on that index's sentence vectors, as
 answers choose sentences): a line is bad when its role is background or other, or when it refers back
-(roles.refers_back) and the answer does not quote the sentence before it in the abstract just before it.
+(roles.refers_back) and the answer does not quote the sentence before it in the abstract just before it. A line
+quoted from inside its sentence (it starts with quotes.TRIM: "…we propose X") is judged on what it quotes.
 `--show N` prints N bad lines, picked at random (seed 0), for reading.
 """
 
@@ -22,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from rag_assistant.answer.quotes import TRIM
 from rag_assistant.answer.roles import BACKGROUND, OTHER, abstract_roles, refers_back
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
 from rag_assistant.text import clean_markup, content_words, split_sentences
@@ -82,7 +84,8 @@ def judge(answer: str, by_id: dict[str, list[str]], roles_of: Roles = rule_roles
         if paper is None:
             continue
         pid = next(i for i in ids if i in by_id)
-        pos = _match(_CITED.sub("", line), paper)
+        quoted = _CITED.sub("", line).strip().lstrip("-*\u2022 ")  # a list item is judged without its marker
+        pos = _match(quoted, paper)
         if pos is None:
             out.append(("unmatched", line))
             continue
@@ -90,7 +93,7 @@ def judge(answer: str, by_id: dict[str, list[str]], roles_of: Roles = rule_roles
         antecedent = last == (pid, pos - 1)
         if role in (BACKGROUND, OTHER):
             out.append((role, line))
-        elif refers_back(paper[pos]) and not antecedent:
+        elif refers_back(quoted.removeprefix(TRIM) if quoted.startswith(TRIM) else paper[pos]) and not antecedent:
             out.append(("dangling", line))
         else:
             out.append(("ok", line))

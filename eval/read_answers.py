@@ -56,7 +56,8 @@ def show(records: list[dict]) -> None:
         sentences = split_sentences(papers[gold].text) if gold in papers else []
         quoted = set()
         for i, s in enumerate(sentences):
-            hit = " ".join(clean_markup(s).split())[:50] in " ".join(clean_markup(answer).split())
+            words, shown = " ".join(clean_markup(s).split()), " ".join(clean_markup(answer).split())
+            hit = words[:50] in shown or words[-50:] in shown  # the end too: a quote trimmed of its opening
             quoted.add(i) if hit else None
             print(f"  {'>' if hit else ' '} [{i}] {s}")
         others = [c for c in r.get("citations", []) if c != gold]

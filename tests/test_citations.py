@@ -78,3 +78,54 @@ def test_paragraphs_kept_and_duplicate_ids_collapsed(scorer: SupportScorer) -> N
     v = verify("ShadowKV offloads values [004:17][004:17].\n\nBest-of-N can hack rewards [000:3].", [A, B], scorer, 0.3)
     assert v.text == "ShadowKV offloads values [004:17].\n\nBest-of-N can hack rewards [000:3]."
     assert v.citations == ["004:17", "000:3"]
+
+
+SEG = Paper(
+    "seg:1",
+    "Segmented regression approximates a function by a piecewise function. Our approach produces segments with "
+    "up to 1,000 times lower MSE compared to Acharya et al. (2016) in about 100 times less runtime.",
+    "seg.txt",
+    1,
+)
+QUOTE = (
+    "Our approach produces segments with up to 1,000 times lower MSE compared to Acharya et al. (2016) "
+    "in about 100 times less runtime [seg:1]."
+)
+
+
+def test_an_offline_quote_keeps_the_references_of_its_own_text(scorer: SupportScorer) -> None:
+    """A quoted sentence is the paper's text: its author-year reference is not cut out, nor flagged."""
+    v = verify(QUOTE, [SEG], scorer, 0.45, quotes=True)
+    assert v.text == QUOTE and v.warnings == [] and v.citations == ["seg:1"]
+    assert v.sentences[0].flags == [] and v.sentences[0].support == {"seg:1": 1.0}
+
+
+def test_references_a_quote_does_not_have_are_checked_as_always(scorer: SupportScorer) -> None:
+    # the same sentence from a model (no quotes): the reference names no retrieved paper
+    v = verify(QUOTE, [SEG], scorer, 0.45)
+    assert "Acharya" not in v.text and any("Acharya et al. (2016)" in w.detail for w in v.warnings)
+    # an offline answer's line that is not its paper's text word for word is checked as always
+    added = "Our approach produces segments with lower MSE than Smith et al. (2020) [seg:1]."
+    v = verify(added, [SEG], scorer, 0.45, quotes=True)
+    assert "Smith" not in v.text and any("Smith et al. (2020)" in w.detail for w in v.warnings)
+    # ... and so is a quote cited with a paper it is not from
+    v = verify(QUOTE.replace("[seg:1]", "[004:17]"), [SEG, A], scorer, 0.45, quotes=True)
+    assert "Acharya" not in v.text and any("Acharya et al. (2016)" in w.detail for w in v.warnings)
+
+
+NEST = Paper(
+    "nest:1",
+    "Graph forecasters struggle with multi-scale dynamics. To alleviate this, we propose NestCast, a nested graph "
+    "network that couples coarse and fine meshes.",
+    "nest.txt",
+    1,
+)
+
+
+def test_a_quote_trimmed_of_its_opening_is_checked_as_a_span_of_its_abstract(scorer: SupportScorer) -> None:
+    quote = "\u2026we propose NestCast, a nested graph network that couples coarse and fine meshes [nest:1]."
+    v = verify(quote, [NEST], scorer, 0.45, quotes=True)
+    assert v.text == quote and v.warnings == [] and v.sentences[0].support == {"nest:1": 1.0}
+    # words the abstract does not have are no span, however they are marked: scored as any claim
+    v = verify("\u2026we propose NestCast, which forecasts river floods [nest:1].", [NEST], scorer, 0.45, quotes=True)
+    assert v.sentences[0].support["nest:1"] < 0.9

@@ -128,6 +128,21 @@ def test_an_antecedent_that_refers_back_comes_with_its_own() -> None:
     assert _with_antecedents([2, 3], candidates, 2) == [3]  # the chain does not fit: another sentence instead
 
 
+def test_a_trimmed_quote_is_quoted_whole_right_after_the_sentence_it_points_back_to() -> None:
+    from rag_assistant.answer.extractive import _Candidate, _shown
+
+    full = "To make routing cheap, we propose SparseRoute, a sparse router."  # not trimmed: its own purpose
+    back = "To address this, we propose SparseRoute, a sparse router."
+    candidates = [
+        _Candidate(0, 0, "p", "We find that dense routers waste compute on easy tokens.", "result", False),
+        _Candidate(0, 1, "p", "\u2026we propose SparseRoute, a sparse router.", "method", False, back),
+        _Candidate(0, 2, "p", full, "method", False),
+    ]
+    assert _shown(1, [0, 1], candidates) == back  # "this" is the finding just quoted
+    assert _shown(1, [1, 2], candidates) == "\u2026we propose SparseRoute, a sparse router."
+    assert _shown(2, [1, 2], candidates) == full
+
+
 def test_a_paper_is_quoted_by_sentences_that_read_alone_before_its_motivation() -> None:
     """A claim that refers back to background ("Despite this, ...") is quoted only with that background; a paper
     with claims that read alone is quoted by those, its contribution sentence excepted (the method slot)."""

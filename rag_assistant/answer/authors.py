@@ -194,7 +194,7 @@ def list_papers(chain: AnswerChain, answer: Answer, named: Named, question: str)
     if answer.mode != "extractive":
         answer.warnings.append(LISTED_FROM_METADATA)
         answer.mode, answer.model = "extractive", ExtractiveGenerator.describe()
-    chain.verify(answer, Draft("\n\n".join(lines), answer.model), views)
+    chain.verify(answer, Draft("\n\n".join(lines), answer.model, quotes=True), views)
     answer.abstained = False
     by_id = {s.paper_id: s.paper for s in sources}
     body = [_with_byline(p, by_id) for p in answer.answer.split("\n\n") if p.strip()]

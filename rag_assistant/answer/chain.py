@@ -253,7 +253,8 @@ class AnswerChain:
         with warnings."""
         scorer = SupportScorer(self.retriever.embedder.embed_cached, views)
         papers = [v.source.paper for v in views]
-        checked = verify(draft.text, papers, scorer, self.settings.support_threshold, labels=draft.labels)
+        threshold = self.settings.support_threshold
+        checked = verify(draft.text, papers, scorer, threshold, labels=draft.labels, quotes=draft.quotes)
         if not checked.citations and is_not_found(draft.text, Resolver([p.paper_id for p in papers], draft.labels)):
             answer.abstained = True
             answer.answer = MODEL_ABSTAIN_TEXT

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rag_assistant.answer.models import AnswerWarning, Reference, SentenceCheck, WarningKind
+from rag_assistant.answer.quotes import is_trimmed_quote, quote_text, quoted_paper
 from rag_assistant.answer.refs import PREFIX, RefSpan, Resolver
 from rag_assistant.corpus.fields import byline
 from rag_assistant.corpus.models import Paper
@@ -58,6 +59,7 @@ _LIST_MARK = re.compile(r"[ \t]*(?:[-*+\u2022\u2023\u25e6\u2043]|\d{1,3}[.)]|[a-
 
 
 Notes = list[AnswerWarning]
+Exempt = Callable[[str], bool]  # a sentence that needs no citation (a heading, a question's restatement)
 _removed = partial(AnswerWarning, WarningKind.REMOVED)  # a reference the check removed, named in the detail
 
 
@@ -265,11 +267,13 @@ class SupportScorer:
 
     def score_many(self, claims: list[str], papers: list[Paper]) -> list[float]:
         """Support of claims[i] by papers[i], the claims batched in one embedding call. A claim that is one of
-        its paper's sentences word for word (a quote: every extractive answer) has cosine 1 without embedding."""
+        its paper's sentences word for word (a quote: every extractive answer), or a quote trimmed of its opening
+        (quotes.py), has cosine 1 without embedding."""
         if not claims:
             return []
         self._load(papers)
-        quoted = [claim in self._cache[paper.paper_id][2] for claim, paper in zip(claims, papers, strict=True)]
+        quoted = [c in self._cache[p.paper_id][2] for c, p in zip(claims, papers, strict=True)]
+        quoted = [q or is_trimmed_quote(c, p.text) for q, c, p in zip(quoted, claims, papers, strict=True)]
         fresh = iter(self.embed([c for c, q in zip(claims, quoted, strict=True) if not q]))
         out = []
         for claim, is_quote, paper in zip(claims, quoted, papers, strict=True):
@@ -288,14 +292,17 @@ def verify(
     scorer: SupportScorer,
     support_threshold: float,
     known_ids: set[str] | None = None,
-    exempt: Callable[[str], bool] = lambda s: False,
+    exempt: Exempt = lambda s: False,
     labels: Mapping[str, str] | None = None,
+    quotes: bool = False,
 ) -> Verified:
     """Check an answer against the papers it may cite. Every reference (any shape, see refs.py) becomes the
     retrieved paper id it names -- `labels` maps the prompt's short source labels -- or is removed and
     reported. `known_ids` are corpus ids that were not retrieved, recognised as citations (and removed).
     The text checked is the text shown: its markup is made readable first (clean_markup), so `$[999:1]$`,
-    shown as "[999:1]", is checked as the reference it reads as; `$[0, 1]$` stays an interval."""
+    shown as "[999:1]", is checked as the reference it reads as; `$[0, 1]$` stays an interval. With `quotes`
+    (an offline answer), a sentence that is an exact span of the abstract it cites is kept as written, its own
+    references too (quotes.py); any other sentence is checked as always."""
     papers = {p.paper_id: p for p in sources}
     resolver = Resolver(papers, labels, known_ids or ())
     body, warnings = _cut_reference_lists(clean_markup(text.strip(), mark=True), resolver)
@@ -309,13 +316,13 @@ def verify(
                 alone = _standing_alone(line, resolver)
                 kept += [line] if alone is None else []
                 warnings += alone or []
-            item = _sentences("\n".join(kept), resolver, papers, exempt, warnings)
+            item = _sentences("\n".join(kept), resolver, papers, exempt, warnings, quotes)
             checks += item
             if item:  # a list item stays on its own line, its marker before its first sentence
                 items.append(marker + " ".join(c.text for c in item))
         if items:
             paragraphs.append("\n".join(items))
-    _score(checks, papers, resolver, scorer, support_threshold, warnings)
+    _score(checks, papers, resolver, scorer, support_threshold, warnings, quotes)
     for check in checks:
         check.text = unmark(check.text)
     cited = list(dict.fromkeys(pid for c in checks for pid in c.citations))
@@ -323,11 +330,14 @@ def verify(
 
 
 def _sentences(
-    text: str, resolver: Resolver, papers: Mapping[str, Paper], exempt: Callable[[str], bool], warnings: Notes
+    text: str, resolver: Resolver, papers: Mapping[str, Paper], exempt: Exempt, warnings: Notes, quotes: bool = False
 ) -> list[SentenceCheck]:
     """The checked sentences of one list item (or of a paragraph that is no list)."""
     pieces: list[tuple[str, list[str], bool]] = []
     for raw in split_sentences(normalize(text, resolver)):
+        if quotes and (pid := quoted_paper(raw, papers)):
+            pieces.append((raw, [pid], False))  # the paper's own words, as written (it ends "[id].")
+            continue
         rewritten, _kept, notes = _rewrite(raw, resolver)
         warnings += notes
         # Removing a reference can expose a sentence boundary ("...question. [paper 1] Keys."): re-split,
@@ -348,9 +358,7 @@ def _sentences(
     ]
 
 
-def _check(
-    sentence: str, ids: list[str], dropped: bool, exempt: Callable[[str], bool], warnings: Notes
-) -> SentenceCheck:
+def _check(sentence: str, ids: list[str], dropped: bool, exempt: Exempt, warnings: Notes) -> SentenceCheck:
     check = SentenceCheck(sentence, ids)
     if dropped:
         check.flags.append("invalid_citation_removed")
@@ -367,9 +375,11 @@ def _score(
     scorer: SupportScorer,
     support_threshold: float,
     warnings: Notes,
+    quotes: bool = False,
 ) -> None:
     pairs = [(c, pid) for c in checks for pid in c.citations]
-    claims = [unmark(strip_citations(c.text, resolver)) for c, _ in pairs]
+    # a quote's references are its own text: only the citation the answerer added goes
+    claims = [unmark(quotes and quote_text(c.text, p, papers) or strip_citations(c.text, resolver)) for c, p in pairs]
     for (check, pid), score in zip(pairs, scorer.score_many(claims, [papers[p] for _, p in pairs]), strict=True):
         check.support[pid] = score
     for check in checks:

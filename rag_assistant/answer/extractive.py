@@ -13,6 +13,9 @@ The answer's shape follows the question (roles.asks_for_topic; when the words do
   70% of the leader's retrieval score whose key sentence scores at least 40% of the best one. On the dev splits
   (conference and bundled) these two cut-offs gave the best topic citation F1 of a 0-0.8 x 0.4-0.75 grid
   (benchmarks/topic_cutoffs.py).
+A sentence that refers back only through a leading clause ("To address this, we propose X") is quoted from its
+main clause on ("…we propose X", quotes.py), so its motivation need not be quoted before it; whole when the
+sentence it points back to is quoted just before it.
 Sentences, their vectors (the index's, computed once at ingest), stems and roles come from the papers' one
 analysis (analysis.py); nothing is embedded here. Deterministic: same index and question, same answer."""
 
@@ -27,6 +30,7 @@ import numpy as np
 
 from rag_assistant.answer.analysis import PaperView, QuestionView
 from rag_assistant.answer.models import Draft
+from rag_assistant.answer.quotes import reads_alone
 from rag_assistant.answer.roles import (
     BACKGROUND,
     METHOD,
@@ -35,7 +39,6 @@ from rag_assistant.answer.roles import (
     asks_for_topic,
     asks_to_compare,
     compares,
-    refers_back,
 )
 from rag_assistant.index.embedding import MODEL_NAME
 from rag_assistant.retrieve import Source
@@ -86,9 +89,10 @@ class _Candidate:
     rank: int  # the paper's retrieval rank (0 = best)
     position: int  # the sentence's index in its abstract
     paper_id: str
-    sentence: str
+    sentence: str  # as quoted: trimmed of a leading clause that only points back (quotes.reads_alone)
     role: str
-    dangling: bool  # its opening refers back to the sentence before (roles.refers_back)
+    dangling: bool  # even so, its opening refers back to the sentence before (roles.refers_back)
+    full: str = ""  # the abstract's sentence whole, when it is quoted trimmed
 
 
 class ExtractiveGenerator:
@@ -110,7 +114,7 @@ class ExtractiveGenerator:
         sentence is scored, and is shown once verified (as before streaming went through this interface)."""
         candidates = _candidates(papers)
         if not candidates:
-            return Draft("", self.model, abstained=True)
+            return Draft("", self.model, abstained=True, quotes=True)
         sources = [p.source for p in papers]
         s_vecs = np.stack([papers[c.rank].vectors[c.position] for c in candidates])
         terms = set(stems(question.text))
@@ -133,14 +137,15 @@ class ExtractiveGenerator:
             text = "\n\n".join(self._topic_lines(candidates, relevance, sources))
         else:
             chosen = self._one_paper(candidates, relevance, s_vecs, sources[0].paper_id, comparing)
-            text = " ".join(cite(candidates[i].sentence, candidates[i].paper_id) for i in chosen)
-        return Draft(text, self.model)
+            text = " ".join(cite(_shown(i, chosen, candidates), candidates[i].paper_id) for i in chosen)
+        return Draft(text, self.model, quotes=True)
 
     def survey(
         self, question: QuestionView, papers: Sequence[PaperView], on_token: Callable[[str], None] | None = None
     ) -> Draft:
         lines = survey_lines(question, papers)
-        return Draft("\n\n".join("- " + lines[p.paper_id] for p in papers if p.paper_id in lines), self.model)
+        text = "\n\n".join("- " + lines[p.paper_id] for p in papers if p.paper_id in lines)
+        return Draft(text, self.model, quotes=True)
 
     def _one_paper(
         self,
@@ -220,6 +225,14 @@ def _with_antecedents(chosen: list[int], candidates: list[_Candidate], limit: in
     return out or chosen[:1]
 
 
+def _shown(i: int, chosen: list[int], candidates: list[_Candidate]) -> str:
+    """A trimmed sentence is quoted whole when the sentence it points back to is quoted just before it."""
+    c = candidates[i]
+    before = chosen.index(i) - 1
+    follows = before >= 0 and candidates[chosen[before]].position == c.position - 1
+    return c.full or c.sentence if follows and candidates[chosen[before]].paper_id == c.paper_id else c.sentence
+
+
 def _leans_on_background(i: int, candidates: list[_Candidate]) -> bool:
     """Whether the sentence refers back to background or filler (through any chain of sentences that refer back),
     or to a sentence that is no candidate: quoting it means quoting the motivation first, or leaving it dangling."""
@@ -252,7 +265,10 @@ def _candidates(papers: Sequence[PaperView]) -> list[_Candidate]:
     for rank, paper in enumerate(papers):
         for pos, (sentence, role) in enumerate(zip(paper.sentences, paper.roles, strict=True)):
             if len(sentence.split()) >= _MIN_WORDS:
-                out.append(_Candidate(rank, pos, paper.paper_id, sentence, role, refers_back(sentence)))
+                shown, dangling = reads_alone(sentence)
+                out.append(
+                    _Candidate(rank, pos, paper.paper_id, shown, role, dangling, sentence if shown != sentence else "")
+                )
     return out
 
 
@@ -270,7 +286,8 @@ def key_sentence(question: QuestionView, paper: PaperView) -> str | None:
     sentence (background only when it has nothing else; never filler; one that refers back to the sentence before
     only when no other remains)."""
     usable = [i for i, s in enumerate(paper.sentences) if len(s.split()) >= _MIN_WORDS and paper.roles[i] != OTHER]
-    usable = _claims(usable, paper.roles, [refers_back(s) for s in paper.sentences])
+    shown, dangling = zip(*map(reads_alone, paper.sentences), strict=True) if paper.sentences else ((), ())
+    usable = _claims(usable, paper.roles, dangling)
     if not usable or not len(paper.vectors):
         return None
     terms = set(question.word_stems)
@@ -280,7 +297,7 @@ def key_sentence(question: QuestionView, paper: PaperView) -> str | None:
         share = len(terms & paper.sentence_stems[i]) / len(terms) if terms else 0.0
         return 0.7 * float(cosine[i]) + 0.3 * share + _ROLE_BONUS[paper.roles[i]]
 
-    return paper.sentences[max(usable, key=score)]
+    return shown[max(usable, key=score)]
 
 
 def survey_lines(question: QuestionView, papers: Sequence[PaperView]) -> dict[str, str]:

@@ -96,3 +96,4 @@ class Draft:
     abstained: bool = False  # the generator had nothing to say (extractive); LLM abstention is the chain's call
     labels: dict[str, str] = field(default_factory=dict)  # short source label in the prompt -> paper id
     warnings: list[AnswerWarning] = field(default_factory=list)  # e.g. the completion was cut at max_tokens
+    quotes: bool = False  # its lines are quoted from the abstracts they cite (offline): their own references stay

@@ -131,7 +131,7 @@ def near_miss_answer(chain: AnswerChain, answer: Answer, judged: Judged) -> None
         detail = "near miss: the closest papers are quoted, the LLM was not asked"
         answer.warnings.append(AnswerWarning(WarningKind.NEAR_MISS, detail))
         answer.mode, answer.model = "extractive", model
-    draft = Draft("\n\n".join(lines), model)
+    draft = Draft("\n\n".join(lines), model, quotes=True)
     chain.verify(answer, draft, [by_id[p] for p in miss.closest])
     answer.answer = "\n\n".join([lead_text(miss), answer.answer])
 

@@ -1,0 +1,85 @@
+"""What limits the sentence-role classifier, on the DEV split only (issue 23): its 5-fold cross-validated
+predictions (whole abstracts per fold, the L2 of role_model.json), as a confusion matrix, and its accuracy where
+the two readers of eval/sentences/roles-adjudicated.jsonl agreed and where they did not (then the adjudicated
+label is the target), with the readers' own agreement. The held-out split is never read.
+
+    python eval/role_errors.py --data-dir CONF [--cache FILE] [--show N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fit_roles import design, fit, labelled, predict, vectors  # noqa: E402
+
+
+def cross_predictions(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, folds: int = 5) -> np.ndarray:
+    """Each row's role as predicted by a model fitted on the other folds (folds as fit_roles.cross_validate)."""
+    abstracts = sorted({r["abstract"] for r in rows})
+    fold_of = {a: i % folds for i, a in enumerate(abstracts)}
+    fold = np.array([fold_of[r["abstract"]] for r in rows])
+    out = np.zeros(len(rows), dtype=int)
+    for f in range(folds):
+        out[fold == f] = predict(fit(x[fold != f], y[fold != f], l2), x[fold == f])
+    return out
+
+
+def _indexed(rows: list[dict], data_dir: Path) -> list[dict]:
+    """The rows whose paper the index holds (the conference index skips the full file's copies of bundled papers,
+    and one label names such a copy by its full-file id)."""
+    from rag_assistant.config import load_settings
+    from rag_assistant.retrieve import Retriever
+
+    held = Retriever(load_settings(data_dir=data_dir)).papers(sorted({r["abstract"] for r in rows}))
+    kept = [r for r in rows if r["abstract"] in held]
+    if len(kept) < len(rows):
+        print(f"left out {len(rows) - len(kept)} labelled sentences of papers not in {data_dir}")
+    return kept
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, required=True)
+    ap.add_argument("--cache", type=Path, help="the labelled sentences' vectors, as fit_roles.py --cache")
+    ap.add_argument("--show", type=int, default=0, help="print N misclassified sentences (seed 0)")
+    args = ap.parse_args()
+    from rag_assistant.answer.roles import MODEL_FILE, ROLES
+
+    rows = _indexed(labelled("dev"), args.data_dir)
+    x = design(rows, vectors(rows, args.data_dir, args.cache))
+    y = np.array([ROLES.index(r["role"]) for r in rows])
+    l2 = json.loads(MODEL_FILE.read_text(encoding="utf-8"))["l2"]
+    guess = cross_predictions(rows, x, y, l2)
+    print(f"dev: {len(rows)} sentences, l2 {l2}; 5-fold accuracy {np.mean(guess == y):.3f}")
+    print("confusion (rows: label, columns: predicted)")
+    print(" " * 12 + "".join(f"{r:>12}" for r in ROLES))
+    for i, role in enumerate(ROLES):
+        print(f"{role:>12}" + "".join(f"{int(np.sum((y == i) & (guess == j))):>12}" for j in range(len(ROLES))))
+    two = [i for i, r in enumerate(rows) if len(r.get("readers") or []) >= 2]
+    agreed = [i for i in two if len({reader["role"] for reader in rows[i]["readers"]}) == 1]
+    split = [i for i in two if i not in set(agreed)]
+    one = [i for i in range(len(rows)) if i not in set(two)]
+    for name, idx in (("readers agreed", agreed), ("readers disagreed", split), ("one reader", one)):
+        acc = np.mean(guess[idx] == y[idx]) if idx else float("nan")
+        print(f"{name}: {len(idx)} sentences, accuracy {acc:.3f}")
+    if two:
+        print(f"the readers agree with each other on {len(agreed) / len(two):.3f} of {len(two)} sentences")
+    pairs = Counter((ROLES[y[i]], ROLES[guess[i]]) for i in range(len(rows)) if guess[i] != y[i])
+    print("most frequent errors (label -> predicted):", ", ".join(f"{a}->{b} {n}" for (a, b), n in pairs.most_common()))
+    wrong = [i for i in range(len(rows)) if guess[i] != y[i]]
+    for i in random.Random(0).sample(wrong, min(args.show, len(wrong))):
+        r = rows[i]
+        print(f"  {r['role']} -> {ROLES[guess[i]]} [{r['position']}/{r['n_sentences']}]: {r['sentence'][:140]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
