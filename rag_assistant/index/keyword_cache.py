@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from rag_assistant.config import Settings
+from rag_assistant.corpus.models import Paper
 from rag_assistant.files import write_private
 from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
-from rag_assistant.index.keyword_fields import keyword_doc, store_docs
+from rag_assistant.index.keyword_fields import paper_fields, store_docs
+from rag_assistant.index.records import metadata_to_paper, texts_of
 from rag_assistant.index.runlog import DONE, RunLog, states_of
 from rag_assistant.index.state import keyword_dir, store_revision
 from rag_assistant.index.store import StoreReader, paper_of
@@ -116,12 +118,21 @@ def _apply(
     """Apply what `runs` changed: the chunks tagged with them now, and the current state of the ids they deleted
     (a chunk deleted, then written again by another run, stays). False when the index asks for a rebuild."""
     deleted = log.deleted(runs)
-    fresh = log.chunks_of(runs)
-    fresh.update(log.texts([cid for cid in deleted if cid not in fresh]))
-    papers = store.papers(sorted({paper_of(cid) for cid in fresh}))  # titles, authors, fields: first chunks
-    docs = [keyword_doc(cid, text, papers.get(paper_of(cid))) for cid, text in sorted(fresh.items())]
+    rows = log.rows(list(dict.fromkeys([*log.tagged(runs), *deleted])))  # each changed chunk read once
+    papers = _papers_of(rows, store)
+    fresh = texts_of(rows, lambda ids: papers)
+    fields = {pid: paper_fields(paper) for pid, paper in papers.items()}  # once per paper, not per chunk
+    docs = [KeywordDoc(cid, text, *fields.get(paper_of(cid), ("", (), {}))) for cid, text in sorted(fresh.items())]
     report.chunks_read, report.runs_applied = len(fresh), len(runs)
     return index.update(docs, [cid for cid in deleted if cid not in fresh], label)
+
+
+def _papers_of(rows: list[tuple[str, str | None, dict[str, Any]]], store: StoreReader) -> dict[str, Paper]:
+    """The papers of these chunk rows: from their first chunks among the rows (a new paper's are: no second
+    read of them), the others' from the store."""
+    papers = {paper_of(cid): metadata_to_paper(meta) for cid, _, meta in rows if cid == f"{paper_of(cid)}#0"}
+    missing = [pid for pid in dict.fromkeys(paper_of(cid) for cid, _, _ in rows) if pid not in papers]
+    return {**papers, **store.papers(missing)} if missing else papers
 
 
 def _counted(docs: Iterator[KeywordDoc], report: SyncReport) -> Iterator[KeywordDoc]:

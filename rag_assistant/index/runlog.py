@@ -21,7 +21,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rag_assistant.index.records import chunk_texts
 from rag_assistant.index.store import RUN_KEY
 
 SUFFIX = ".runs"
@@ -88,6 +87,8 @@ class RunLog:
             if not res["ids"]:
                 return out
             out.update((run, dict(meta or {})) for run, meta in zip(res["ids"], res["metadatas"] or [], strict=False))
+            if len(res["ids"]) < PAGE:  # the last page: no request for an empty one (a search lists the log)
+                return out
             offset += len(res["ids"])
 
     def states(self) -> dict[str, str]:
@@ -106,20 +107,20 @@ class RunLog:
         found = self.log.get(ids=list(dict.fromkeys(runs)), include=["documents"])
         return list(dict.fromkeys(cid for doc in found["documents"] or [] for cid in json.loads(doc or "[]")))
 
-    def chunks_of(self, runs: Sequence[str]) -> dict[str, str]:
-        """Chunk id -> text of the chunks whose stored version these runs wrote. Their ids are read in one
-        request (ids only: cheap), then the texts by id: paging a filtered read by offset could skip a chunk
-        while another client deletes."""
+    def tagged(self, runs: Sequence[str]) -> list[str]:
+        """The ids of the chunks whose stored version these runs wrote, in one request (ids only: cheap; paging a
+        filtered read by offset could skip a chunk while another client deletes)."""
         if not runs:
-            return {}
-        ids = self.chunks.get(where={RUN_KEY: {"$in": list(runs)}}, include=[])["ids"]
-        return self.texts(ids)
+            return []
+        return list(self.chunks.get(where={RUN_KEY: {"$in": list(runs)}}, include=[])["ids"])
 
-    def texts(self, chunk_ids: Sequence[str]) -> dict[str, str]:
-        """The stored text of those of these chunks that exist now (laid out as index/records.py says)."""
-        out: dict[str, str] = {}
+    def rows(self, chunk_ids: Sequence[str]) -> list[tuple[str, str | None, dict[str, Any]]]:
+        """(id, document, metadata) of those of these chunks that exist now, read by id, PAGE at a time (laid out
+        as index/records.py says: a first chunk's metadata holds its paper)."""
+        out: list[tuple[str, str | None, dict[str, Any]]] = []
         for start in range(0, len(chunk_ids), PAGE):
-            out.update(chunk_texts(self.chunks, chunk_ids[start : start + PAGE]))
+            res = self.chunks.get(ids=list(chunk_ids[start : start + PAGE]), include=["documents", "metadatas"])
+            out += zip(res["ids"], res["documents"] or [], map(dict, res["metadatas"] or []), strict=True)
         return out
 
 
