@@ -1,5 +1,5 @@
-"""Start-up: `rag-assistant --help` and importing the CLI load no heavy library, and the overlapped start-up of
-ask/search (cli/warm.py) hands over what loaded and leaves what failed to fail where it always did."""
+"""Start-up: `rag-assistant --help` and importing the CLI load no heavy library, and a one-off command imports
+only what its call needs."""
 
 from __future__ import annotations
 
@@ -7,11 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
-
-from rag_assistant.config import Settings
-from rag_assistant.errors import StoreUnavailableError
 
 HEAVY = ("chromadb", "onnxruntime", "llama_index", "torch", "bm25s", "numba", "numpy", "sentence_transformers")
 
@@ -30,24 +25,6 @@ def test_help_imports_no_heavy_library() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Usage" in proc.stdout
     assert proc.stdout.strip().splitlines()[-1] == "[]"
-
-
-def test_warmup_hands_over_the_loaded_index_and_model(tmp_path: Path) -> None:
-    from rag_assistant.cli.warm import Warmup
-
-    settings = Settings(data_dir=tmp_path, embedding_backend="onnx")
-    retriever = Warmup(settings).retriever()
-    assert retriever.reader.count() == 0
-    assert retriever._embedder is not None  # loaded on the warm-up thread
-
-
-def test_warmup_leaves_a_failing_store_to_fail_where_it_did(tmp_path: Path) -> None:
-    from rag_assistant.cli.warm import Warmup
-
-    settings = Settings(data_dir=tmp_path, chroma_url="http://127.0.0.1:9")
-    warm = Warmup(settings)
-    with pytest.raises(StoreUnavailableError):
-        warm.retriever()  # the reader failed on its thread: the Retriever opens it again, and that raises
 
 
 def test_llm_ask_imports_only_what_the_call_needs_in_process(own_ready: Path) -> None:

@@ -37,13 +37,10 @@ def ask(
     where: WhereOpt = None,
 ) -> None:
     """Answer a question with inline [paper_id] citations, each checked against the retrieved papers."""
-    from rag_assistant.cli.warm import Warmup
-
-    settings = answer_settings(ctx, k, mode, llm_model, llm_base_url)
-    warm = Warmup(settings)  # loads the index and the model while the chain is imported
+    from rag_assistant.answer.chain import AnswerChain
     from rag_assistant.cli.render import render_answer, stream_answer
 
-    chain = warm.chain()
+    chain = AnswerChain(answer_settings(ctx, k, mode, llm_model, llm_base_url))
     if restricted := apply_filters(chain.retriever, author, year, topic, where):
         err().print(f"filtered: {safe(restricted)}")
     stream = not as_json and chain.mode == "llm" and out().is_terminal

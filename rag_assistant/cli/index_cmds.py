@@ -123,14 +123,14 @@ def search(
 ) -> None:
     """Hybrid (dense + keyword) search, one result per paper."""
     from rag_assistant.answer.question import check_question
-    from rag_assistant.cli.warm import Warmup
     from rag_assistant.corpus.fields import byline
+    from rag_assistant.retrieve import Retriever
 
     settings = settings_from(ctx, top_k=k)
     query, notes = check_question(query, settings.max_question_chars)  # refused and cut as `ask` does
     for line in notes:
         err().print(f"[yellow]warning:[/] {safe(line)}")
-    retriever = Warmup(settings).retriever()
+    retriever = Retriever(settings)
     if restricted := apply_filters(retriever, author, year, topic, where):
         err().print(f"filtered: {safe(restricted)}")
     sources = retriever.search(query, settings.top_k)
