@@ -249,6 +249,7 @@ def test_interrupted_mid_paper_is_hidden_reported_and_resumed(
     shown = cli("stats").stdout
     assert f"papers: {complete} searchable, 1 pending (incomplete ingest)" in shown
     assert "incomplete ingest: 1 paper pending" in shown
+    assert "keyword_index: stale" in shown  # searches do not trust it while the killed run is pending
 
     encoded = _count_encoded(monkeypatch)
     report = ingest_papers(papers, settings, store=_fresh_store(settings))

@@ -181,8 +181,9 @@ class IndexReader:
         return unfinished_papers(self._store, info, self.pending(info))
 
     def keyword_current(self, info: dict[str, Any]) -> bool:
-        """Whether the keyword index on disk reflects the store state `info` describes."""
-        return keyword_revision(self.settings) == info.get("revision")
+        """Whether the keyword index on disk reflects the store state `info` describes, as searches read it: while
+        a run is pending it may write chunks that no revision announces, so searches do not trust it then."""
+        return keyword_revision(self.settings) == info.get("revision") and not self.pending(info)
 
     @property
     def keyword(self) -> KeywordSearch:
