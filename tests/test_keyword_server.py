@@ -23,6 +23,7 @@ from rag_assistant.index.ingest import ingest_papers
 from rag_assistant.index.keyword import FieldFilter, KeywordIndex
 from rag_assistant.index.reader import IndexReader, StoreKeywords
 from rag_assistant.index.state import keyword_dir
+from rag_assistant.index.stats import KEYWORD_SERVER, index_stats
 from rag_assistant.index.store import ChromaStore, open_store
 from rag_assistant.retrieve import Retriever
 
@@ -168,6 +169,7 @@ def test_a_store_that_ranks_keywords_itself_gets_the_keyword_search_and_the_clie
     assert isinstance(reader.keyword, StoreKeywords)
     assert [c[0] for c in ranked.calls].count("search") >= len(QUERIES)
     assert not keyword_dir(settings).exists() and not reader.synced
+    assert index_stats(settings, reader)["keyword_index"] == KEYWORD_SERVER
 
     # filters go to the store as the dense search's `where`; IDFs are asked once per term
     year = FieldFilter("year", (2025,))
