@@ -4,7 +4,8 @@ does not exist reads as an empty index. Embedded Chroma (chromadb 1.x) writes to
 client opens it (a row in its `acquire_write` table), so an index on read-only storage is read through a private
 temporary copy of that one file, its vector segments in place. A server is reached as a deployment has it
 (ChromaEndpoint): a token or basic auth, a tenant and database, TLS verified against a CA file; those secrets
-are masked in every error, and a rejected or missing credential is one line, as an unreachable server is."""
+are masked in every error, and a rejected or missing credential is one line, as an unreachable server is.
+Creating the chunks' collection probes once whether the deployment ranks keywords itself (index/sparse.py)."""
 
 from __future__ import annotations
 
@@ -191,17 +192,21 @@ def _server_error(server: ChromaEndpoint, headers: dict[str, str], exc: BaseExce
 
 
 def _collection(client: Any, name: str, write: bool) -> Any:  # noqa: ANN401 - a chromadb Collection or None
-    """The collection; for reading, None when it does not exist (reading must not create it)."""
-    if write:
-        return client.get_or_create_collection(
-            name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
-        )
+    """The collection; for reading, None when it does not exist (reading must not create it). A new one is created
+    with a sparse index for keyword search in the server where the deployment has one (index/sparse.py: probed
+    here, once per collection, since a schema cannot be changed later), else as before."""
     from chromadb.errors import NotFoundError
 
     try:
         return client.get_collection(name, embedding_function=None)
     except NotFoundError:
-        return None
+        if not write:
+            return None
+    from rag_assistant.index import sparse
+
+    cosine = {"configuration": {"hnsw": {"space": "cosine"}}}
+    made = {"schema": sparse.sparse_schema()} if sparse.probe(client) else cosine
+    return client.get_or_create_collection(name, embedding_function=None, **made)  # another writer may be first
 
 
 def sibling_collection(store: object, suffix: str, write: bool) -> Any:  # noqa: ANN401 - a Collection or None

@@ -22,6 +22,7 @@ from rag_assistant.corpus.loader import CorpusLoad
 from rag_assistant.corpus.models import Paper
 from rag_assistant.corpus.parsers import location
 from rag_assistant.errors import CorpusError
+from rag_assistant.index import sparse
 from rag_assistant.index.chroma_open import compact, persist_vectors
 from rag_assistant.index.chunking import Chunk, chunk_paper, token_counter
 from rag_assistant.index.embedding import get_embedder, get_tokenizer
@@ -232,6 +233,7 @@ def _write_changes(
     runs, info = open_log(store, info)
     runs.start(revision)  # before the revision moves: a reader that sees the new revision sees the run pending
     info = {**info, "embedding_model": model_signature(settings), "chunking": "/".join(map(str, chunking))}
+    info.update(sparse.recorded(store))  # where keyword search runs: readers read it, never probe (index/sparse.py)
     store.set_info({**info, "revision": revision})
     log = runs if settings.chroma_url else None  # a shared server's clients follow its run log
     store.unlist_papers([*(p.paper_id for p in plan.todo if p.paper_id in plan.states), *plan.stale])

@@ -30,6 +30,7 @@ from rag_assistant.index.keyword import KeywordDoc, KeywordIndex
 from rag_assistant.index.keyword_fields import paper_fields, store_docs
 from rag_assistant.index.records import metadata_to_paper, texts_of
 from rag_assistant.index.runlog import DONE, RunLog, states_of
+from rag_assistant.index.sparse import server_side
 from rag_assistant.index.state import keyword_dir, store_revision
 from rag_assistant.index.store import StoreReader, paper_of
 
@@ -106,7 +107,9 @@ def sync(directory: Path, store: StoreReader, log: RunLog, revision: str) -> tup
 
 def sync_client_cache(store: StoreReader, settings: Settings, log: RunLog) -> SyncReport:
     """What an ingest into a shared server does last: `sync`, waiting for a reader of this data dir that is
-    doing the same."""
+    doing the same. Nothing where the server ranks keywords itself (index/sparse.py): no client keeps a cache."""
+    if server_side(store.get_info()):
+        return SyncReport()
     directory = keyword_dir(settings)
     with locked(directory, wait=True):
         return sync(directory, store, log, store_revision(store.get_info()))[1]

@@ -10,7 +10,9 @@ with a run log, the keyword index is this client's cache and the reader brings i
 the chunks of the runs it has not applied (index/keyword_cache.py). Search stays complete and scores what an
 up-to-date index scores, at the cost of tokenizing every chunk once per process until then; `stats` reports the
 index as stale. Refusing to search instead would break search after every interrupted ingest, and repairing
-the files from a reader would race a running ingest writing them.
+the files from a reader would race a running ingest writing them. Where the store's info says its server ranks
+keywords itself (index/sparse.py, recorded by ingest), none of this applies: keyword search is a request to the
+store (StoreKeywords), and the client keeps no keyword index at all.
 
 A long-lived reader (chat) follows the store: an ingest changes the store's state marker (its revision when it
 starts writing, its pending runs when it settles), and `catch_up`, given the info each search reads anyway,
@@ -27,11 +29,12 @@ from typing import Any
 from rag_assistant.config import Settings
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.embedder_base import BaseEmbedder
-from rag_assistant.index.filters import Catalogue, catalogue
-from rag_assistant.index.keyword import KeywordIndex, KeywordSearch
+from rag_assistant.index.filters import Catalogue, catalogue, chroma_where
+from rag_assistant.index.keyword import FieldFilter, KeywordIndex, KeywordSearch
 from rag_assistant.index.keyword_fields import store_docs
 from rag_assistant.index.pending import pending_runs, unfinished_papers
 from rag_assistant.index.sentences import SentenceReader
+from rag_assistant.index.sparse import server_side
 from rag_assistant.index.state import check_model, keyword_dir, keyword_revision, recorded_chunking, store_revision
 from rag_assistant.index.store import ChromaStore, ChunkHit, StoreReader, open_store
 
@@ -47,6 +50,29 @@ class StoredFields:
 
     papers: list[Paper]
     catalogue: Catalogue
+
+
+class StoreKeywords:
+    """Keyword search run by the store itself (a server that indexes BM25 sparse vectors: index/sparse.py), with
+    the face retrieve reads of a keyword index: (chunk id, BM25 score) candidates best first, the filters applied
+    by the store before ranking as its dense search applies them. The client keeps only the IDFs it was asked
+    for. Scores are the server's BM25 over the chunk text, not the client index's (no title boost or author
+    field), so the same question may rank a little differently from a client index."""
+
+    def __init__(self, store: StoreReader, revision: str | None) -> None:
+        self.store, self.revision = store, revision
+        self._idf: dict[str, float] = {}
+
+    def query(
+        self, text: str, n: int, exclude: Collection[str] = (), where: Sequence[FieldFilter] = ()
+    ) -> list[tuple[str, float]]:
+        return self.store.keyword_search(text, n, exclude, chroma_where(where) if where else None)
+
+    def idf(self, tokens: list[str]) -> dict[str, float]:
+        missing = [t for t in dict.fromkeys(tokens) if t not in self._idf]
+        if missing:  # one request for a question's terms; a term asked again is not
+            self._idf.update(self.store.keyword_idf(missing))
+        return {t: self._idf[t] for t in tokens}
 
 
 class IndexReader:
@@ -187,11 +213,16 @@ class IndexReader:
 
     @property
     def keyword(self) -> KeywordSearch:
-        """The keyword index, loaded once: the one on disk if it matches the store, else one built in memory."""
+        """The keyword index, loaded once: the store's own keyword search where its info says the server ranks
+        keywords (index/sparse.py; nothing kept on the client), else the index on disk if it matches the store,
+        else one built in memory."""
         if self._keyword is None:
-            index = KeywordIndex(keyword_dir(self.settings))
             info = self._store.get_info()
             revision = store_revision(info)
+            if server_side(info):
+                self._keyword = StoreKeywords(self._store, revision)
+                return self._keyword
+            index = KeywordIndex(keyword_dir(self.settings))
             # while a run is pending, chunks may be written that no revision change announces: never current
             if index.revision != revision or self.pending(info):
                 index = self._synced(revision) or index

@@ -11,11 +11,13 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus.fields import normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index.reader import IndexReader
+from rag_assistant.index.sparse import server_side
 from rag_assistant.index.state import model_signature, recorded_chunking
 from rag_assistant.text import plural
 
 KEYWORD_CURRENT = "current"
 KEYWORD_STALE = "stale (searches rebuild it in memory until the next ingest)"  # index/reader.py says why
+KEYWORD_SERVER = "in the Chroma server (a sparse BM25 index: no client index)"  # index/sparse.py
 
 
 def index_stats(settings: Settings, reader: IndexReader | None = None) -> dict[str, Any]:
@@ -40,11 +42,17 @@ def index_stats(settings: Settings, reader: IndexReader | None = None) -> dict[s
         "sources": dict(Counter(p.source for p in papers)),
         "embedding_model": info.get("embedding_model"),
         "chunking": f"<= {chunking[0]} tokens, {plural(chunking[1], 'sentence')} of overlap" if chunking else None,
-        "keyword_index": KEYWORD_CURRENT if reader.keyword_current(info) else KEYWORD_STALE,
+        "keyword_index": _keyword_state(reader, info),
         "unfinished_papers": len(hidden),
         "papers_without_sentence_vectors": _without_sentence_vectors(settings, info, chunking, papers, reader),
         "fields": dict(Counter(f for p in papers for f in normalise(p.metadata)).most_common()),
     }
+
+
+def _keyword_state(reader: IndexReader, info: dict[str, Any]) -> str:
+    if server_side(info):
+        return KEYWORD_SERVER
+    return KEYWORD_CURRENT if reader.keyword_current(info) else KEYWORD_STALE
 
 
 def _without_sentence_vectors(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.corpus.models import Paper
+from rag_assistant.index import sparse
 from rag_assistant.index.chroma_open import MANIFEST_SUFFIX, sibling_collection
 from rag_assistant.index.read_cache import ReadCache
 from rag_assistant.index.records import LEGACY_KEY, chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
@@ -86,6 +87,12 @@ class StoreReader(Protocol):
 
     def get_info(self) -> dict[str, Any]: ...
 
+    def keyword_search(  # by the store itself: only where its info says so (index/sparse.py `server_side`)
+        self, text: str, n: int, exclude: Collection[str] = (), where: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, float]]: ...
+
+    def keyword_idf(self, terms: Sequence[str]) -> dict[str, float]: ...
+
 
 class StoreWriter(Protocol):
     """The writing half, owned by ingest: writes, and the per-paper state an ingest diffs a corpus against."""
@@ -122,9 +129,10 @@ def chunks_by_paper(chunk_ids: Iterable[str]) -> dict[str, list[str]]:
     return grouped
 
 
-class ChromaStore:
+class ChromaStore(sparse.ServerKeywords):
     """Chroma collection with cosine distance. Embedded (PersistentClient) unless `url` names a server. Opened for
-    reading (`write=False`) it creates nothing (index/chroma_open.py)."""
+    reading (`write=False`) it creates nothing (index/chroma_open.py). Its keyword search in the server, where the
+    deployment has one: sparse.ServerKeywords."""
 
     def __init__(
         self, path: Path | None, collection: str, url: str | ChromaEndpoint | None = None, write: bool = True
@@ -149,6 +157,7 @@ class ChromaStore:
             part = chunks[start : start + self.batch_size]
             vectors = embeddings[start : start + self.batch_size]
             metas = [chunk_metadata(c.metadata, c.text, papers.get(c.paper_id)) for c in part]
+            sparse.add_vectors(self.collection, metas, [c.text for c in part])  # where the server ranks keywords
             old = self.collection.get(ids=[c.chunk_id for c in part], include=["metadatas", "documents"])
             stored = dict(
                 zip(old["ids"], zip(old["metadatas"] or [], old["documents"] or [], strict=True), strict=True)
