@@ -48,7 +48,7 @@ def test_an_answer_of_only_citations_abstains_in_ask_and_batch(cli, own_ready: P
 
 @pytest.mark.slow
 def test_math_wrapped_references_and_a_leaked_key_reach_no_output_or_log(cli, own_ready: Path) -> None:
-    """Items 1 and 6 through `ask` (its worker process) and `log`: the terminal, the JSON, the provenance log."""
+    """Items 1 and 6 through `ask` (its request in process) and `log`: the terminal, the JSON, the provenance log."""
 
     def answer(req: dict) -> str:
         top = source_sentence(req, "1")

@@ -1,10 +1,10 @@
-"""What the keyword index (index/keyword.py) holds of a chunk and how it reads words. A `KeywordDoc` is a chunk
-with its paper's title, authors and filterable values (scalar metadata: year, topic, venue, ...); a
-`FieldFilter` keeps the chunks whose paper has given values, or a number in a range. `tokenize` is the text
-fields' analyzer, tantivy's, reproducing bm25s's tokenization (words of 2+ characters, lower case, bm25s's
-English stop words, Snowball stems); the answer layer tokenizes questions and abstracts with it, so its terms are
-the index's. Author names are read by their own analyzer: no stems or stop words ("He" and "Long" stay names),
-accents folded (Jürgen matches Jurgen), initials dropped."""
+"""What the keyword index (index/keyword.py) holds of a chunk and how it reads words. A `KeywordDoc` is a chunk with
+its paper's title, authors and filterable values (scalar metadata: year, topic, venue, ...); a `FieldFilter` keeps
+the chunks whose paper has given values, or a number in a range. `tokenize` is the text fields' analyzer, tantivy's,
+reproducing bm25s's tokenization (words of 2+ characters, lower case, bm25s's English stop words, Snowball stems);
+the answer layer tokenizes with `text.tokenize`, which gives the same terms (tests/test_keyword.py), so the terms it
+weighs are the index's. Author names are read by their own analyzer: no stems or stop words ("He" and "Long" stay
+names), accents folded (Jürgen matches Jurgen), initials dropped."""
 
 from __future__ import annotations
 
