@@ -13,9 +13,12 @@ provenance.
 
     python eval/fit_match.py --data-dir CONF --bundled-dir B --split dev,heldout [--write] [--cache FILE]
     python eval/fit_match.py --data-dir CONF --split heldout2      # the second held-out pair: look once
+    python eval/fit_match.py --data-dir CONF --split dev,heldout --committed   # cut-offs of the committed models
 
 CONF: the bundled 38 + ../shared/corpus/icml2025_full/papers.jsonl ingested (docs/retrieval.md); B: the bundled
-38 alone. Without --write it only reports. A --split without dev scores that split with the committed models.
+38 alone. Without --write it only reports. A --split without dev (or --committed) scores that split with the
+committed models. The features are those of the settings' kind of sentence vectors (index/sentences.py `kind`):
+RAG_ASSISTANT_EMBEDDING_BACKEND=torch over an index with standalone rows scores the standalone kind.
 """
 
 from __future__ import annotations
@@ -210,10 +213,12 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, help="a pickle of the features, reused while tuning")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--l2", type=float, default=1.0)
+    ap.add_argument("--committed", action="store_true", help="score the committed models, never refit (cut-offs)")
     args = ap.parse_args()
 
     from rag_assistant.answer.match import FEATURES, MODEL_FILE, load_model
-    from rag_assistant.config import Settings
+    from rag_assistant.answer.thresholds import calibrated
+    from rag_assistant.config import load_settings
 
     items = load(args.split)
     found = candidates(args.data_dir, items, args.k, args.cache)
@@ -223,7 +228,7 @@ def main() -> int:
         found.update(candidates(args.bundled_dir, more, args.k, cache))
         items += more
     cols = lambda names: [FEATURES.index(n) for n in names]  # noqa: E731
-    fitting = "dev" in args.split.split(",")  # never fitted on a held-out split alone
+    fitting = "dev" in args.split.split(",") and not args.committed  # never fitted on a held-out split alone
     if fitting:
         used = ", ".join(SETS[:3] + (BUNDLED_SETS if args.bundled_dir else ()))
         xs, ys = pairs(items, found, "survey", cols(SURVEY_FEATURES), lambda i: kind(i) == "survey")
@@ -234,7 +239,8 @@ def main() -> int:
         survey, near = load_model("survey"), load_model("near_miss")
     print(f"{args.split}: {len(items)} questions")
     report_survey(items, found, survey)
-    report_near_miss(items, found, near, Settings.model_fields["abstain_threshold"].default)
+    # the abstain threshold of this index's kind of sentence vectors (answer/thresholds.py), as the chain reads it
+    report_near_miss(items, found, near, calibrated(load_settings(data_dir=args.data_dir)).abstain_threshold)
     if args.write and fitting:
         MODEL_FILE.write_text(json.dumps({"survey": survey.as_dict(), "near_miss": near.as_dict()}, indent=1) + "\n")
         print(f"wrote {MODEL_FILE}")

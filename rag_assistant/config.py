@@ -224,7 +224,9 @@ class Settings(BaseSettings):
         description="Abstain when relevance (mean of the best chunk cosine, the IDF-weighted share of the "
         "question's terms found in a top-3 abstract and the best question-sentence cosine, minus a penalty for "
         "a question concept no top paper expresses; rag_assistant/answer/relevance.py) is below this; "
-        "calibrated on the dev splits of eval/conference.jsonl and eval/dev.jsonl (docs/retrieval.md#abstention).",
+        "calibrated on the dev splits of eval/conference.jsonl and eval/dev.jsonl (docs/retrieval.md#abstention). "
+        "This default is the pooled sentence vectors' (onnx); unset, standalone ones (torch, an embedding server) "
+        "use their own calibrated value, like every cut-off of rag_assistant/answer/thresholds.py.",
     )
     support_threshold: float = Field(
         0.45, ge=0, le=1, description="A cited sentence whose support score is below this is flagged."

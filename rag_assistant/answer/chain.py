@@ -19,6 +19,7 @@ from rag_assistant.answer.named import Named
 from rag_assistant.answer.question import check_question
 from rag_assistant.answer.refs import Resolver
 from rag_assistant.answer.relevance import relevance
+from rag_assistant.answer.thresholds import calibrated
 from rag_assistant.config import Settings
 from rag_assistant.errors import ConfigError, LogNotWrittenError
 from rag_assistant.index.filters import describe
@@ -91,7 +92,8 @@ class AnswerChain:
         generator: Generator | None = None,
         log: bool = True,
     ) -> None:
-        self.settings = settings
+        # the cut-offs of the index's kind of sentence vectors (pooled or standalone), where the user set none
+        self.settings = calibrated(settings)
         self.retriever = retriever or Retriever(settings)
         self.generator = generator or make_generator(settings, self.retriever)
         self.log = log

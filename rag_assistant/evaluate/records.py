@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 MIN_DEPTH = 10
 REPORTED_SETTINGS = {
     "top_k", "candidates", "fusion", "dense_weight", "rrf_k", "fuse_per", "feedback_papers", "feedback_weight",
-    "answer_sentences", "abstain_threshold",
-    "support_threshold", "embedding_model", "collection",
+    "answer_sentences", "abstain_threshold", "survey_abstain_threshold", "near_miss_threshold", "survey_include",
+    "survey_possible", "support_threshold", "embedding_model", "embedding_backend", "collection",
 }  # fmt: skip
 Progress = Callable[[int, int, dict[str, Any]], None]
 

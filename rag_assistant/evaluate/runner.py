@@ -138,4 +138,5 @@ def run_eval(
     score_rankings(results, k, depth)
     phases["retrieval_metrics"] = time.time() - started - phases["setup"] - phases["questions"]
     described = {"mode": chain.mode, "model": chain.generator.model, "k": k, "depth": depth, "judge": judge.describe()}
-    return EvalRun(results, run_info(settings, started, phases, described), warnings)
+    # the chain's settings: the thresholds it decided by are those of the index's kind of sentence vectors
+    return EvalRun(results, run_info(chain.settings, started, phases, described), warnings)

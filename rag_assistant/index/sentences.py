@@ -65,14 +65,18 @@ def pooled(settings: Settings) -> bool:
     return settings.remote_embedding is None and settings.embedding_backend != "torch"
 
 
+def kind(settings: Settings) -> str:
+    """`pooled` or `standalone`: the kind of sentence vectors these settings make (and read)."""
+    return "pooled" if pooled(settings) else "standalone"
+
+
 def signature(settings: Settings, chunking: tuple[int, int]) -> str:
     """What made a paper's sentence vectors: model, chunking, and pooled or standalone (read from the
     settings, so checking an unchanged index loads no model; an onnx backend that fell back to torch does not
     pool, and then the sidecar is left alone: see `usable`)."""
     from rag_assistant.index.state import model_signature
 
-    kind = "pooled" if pooled(settings) else "standalone"
-    return f"{model_signature(settings)}|{chunking[0]}/{chunking[1]}|{kind}"
+    return f"{model_signature(settings)}|{chunking[0]}/{chunking[1]}|{kind(settings)}"
 
 
 def usable(settings: Settings, embedder: BaseEmbedder) -> bool:
