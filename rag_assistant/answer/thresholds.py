@@ -14,14 +14,10 @@ from __future__ import annotations
 from rag_assistant.config import Settings
 from rag_assistant.index.sentences import kind
 
+NAMES = ("abstain_threshold", "survey_abstain_threshold", "near_miss_threshold", "survey_include", "survey_possible")
+
 CALIBRATED: dict[str, dict[str, float]] = {
-    "pooled": {
-        "abstain_threshold": 0.17,
-        "survey_abstain_threshold": 0.11,
-        "near_miss_threshold": 0.45,
-        "survey_include": 0.5,
-        "survey_possible": 0.2,
-    },
+    "pooled": {name: Settings.model_fields[name].default for name in NAMES},  # the defaults were tuned on it
     # standalone sentences score higher against a question (~0.02 near the cut-offs), answerable or not
     "standalone": {
         "abstain_threshold": 0.19,  # lowest answerable dev question 0.197, highest conference dev unanswerable 0.183
@@ -35,7 +31,9 @@ CALIBRATED: dict[str, dict[str, float]] = {
 
 def calibrated(settings: Settings) -> Settings:
     """The settings with the cut-offs of their kind of sentence vectors, but those the user set."""
-    values = CALIBRATED[kind(settings)]
-    update = {name: v for name, v in values.items() if name not in settings.model_fields_set}
-    changed = {name: v for name, v in update.items() if getattr(settings, name) != v}
+    changed = {
+        name: value
+        for name, value in CALIBRATED[kind(settings)].items()
+        if name not in settings.model_fields_set and getattr(settings, name) != value
+    }
     return settings.model_copy(update=changed) if changed else settings
