@@ -5,6 +5,7 @@ One splitter everywhere, so that a sentence the answerer extracts is the same un
 
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 from typing import Any
@@ -173,6 +174,12 @@ def query_terms(text: str) -> list[str]:
     """The terms of a question without question words ('what', 'which', 'paper', ...) that bm25s's English
     stop-word list keeps: they match every abstract and only add noise."""
     return [t for t in tokenize([text])[0] if t not in question_stopwords()]
+
+
+def bm25_idf(n: int, df: int) -> float:
+    """BM25's (Lucene's) IDF of a term found in `df` of `n` chunks: the keyword index's (index/keyword.py), and
+    the weight of a term where a Chroma server ranks keywords (index/sparse.py)."""
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
 
 
 @lru_cache(maxsize=1)

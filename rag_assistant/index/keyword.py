@@ -42,6 +42,7 @@ from rag_assistant.index.keyword_fields import (
     tokenize,
 )
 from rag_assistant.index.store import paper_of
+from rag_assistant.text import bm25_idf
 
 __all__ = ["FieldFilter", "KeywordDoc", "KeywordIndex", "KeywordSearch", "query_terms", "tokenize"]
 
@@ -260,7 +261,7 @@ class KeywordIndex:
         n = self._total() if self._searcher is not None else 0
         if not n:
             return {t: 1.0 for t in tokens}
-        return {t: _idf(n, int(self._searcher.doc_freq("text", t))) for t in tokens}
+        return {t: bm25_idf(n, int(self._searcher.doc_freq("text", t))) for t in tokens}
 
     def query(
         self, text: str, n: int, exclude: Collection[str] = (), where: Sequence[FieldFilter] = ()
@@ -296,7 +297,7 @@ class KeywordIndex:
         for key in sorted(runs):
             df = int(self._searcher.doc_freq("authors", key))
             if df:
-                weight = AUTHOR_BOOST * _idf(n, df)
+                weight = AUTHOR_BOOST * bm25_idf(n, df)
                 clauses.append((should, Q.const_score_query(Q.term_query(schema, "authors", key), weight)))
         return Q.boolean_query(clauses) if clauses else None
 
@@ -328,7 +329,3 @@ def _typed(values: Sequence[Any]) -> list[Any]:
             if math.isfinite(number):
                 out.append(int(number) if number.is_integer() else number)
     return out
-
-
-def _idf(n: int, df: int) -> float:
-    return math.log(1 + (n - df + 0.5) / (df + 0.5))

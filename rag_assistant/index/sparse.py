@@ -15,13 +15,12 @@ server that supports it (docs/benchmarks.md, "Beyond one server")."""
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from rag_assistant.text import query_terms, tokenize
+from rag_assistant.text import bm25_idf, query_terms, tokenize
 
 INFO_KEY = "keyword_search"  # collection metadata: where keyword search runs, SERVER or CLIENT
 SERVER, CLIENT = "server", "client"
@@ -143,8 +142,7 @@ def idf(collection: Any, terms: Sequence[str], n_chunks: int) -> dict[str, float
     ]
     found = collection.search(plans)["scores"] if plans else []
     df = {t: sum(1 for s in scores or [] if s is not None and s < 1.0) for t, scores in zip(wanted, found, strict=True)}
-    n = max(n_chunks, 1)
-    return {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}  # keyword.py's _idf
+    return {t: bm25_idf(max(n_chunks, 1), df[t]) for t in terms}
 
 
 class ServerKeywords:
