@@ -8,7 +8,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from rag_assistant.config import Settings
+
+BACKENDS = ("embedded", "server")  # the Chroma deployments a store test runs against
 
 
 def free_port() -> int:
@@ -50,3 +56,13 @@ class ChromaServer:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+@contextmanager
+def backend_settings(backend: str, tmp_path: Path, collection: str) -> Iterator[Settings]:
+    """Settings naming a fresh `collection`: embedded in the data dir, or on a Chroma server started for it."""
+    if backend == "embedded":
+        yield Settings(data_dir=tmp_path / "data", collection=collection)
+    else:
+        with ChromaServer(tmp_path / "server") as server:
+            yield Settings(data_dir=tmp_path / "data", collection=collection, chroma_url=server.url)

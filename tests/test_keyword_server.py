@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chroma_server import ChromaServer
+from chroma_server import BACKENDS, backend_settings
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
@@ -30,13 +30,10 @@ from rag_assistant.retrieve import Retriever
 QUERIES = ["KV cache offloading for long-context inference", "fine-tuning safety", "graph neural networks"]
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=BACKENDS)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
-    if request.param == "embedded":
-        yield Settings(data_dir=tmp_path / "data", collection="keywords")
-    else:
-        with ChromaServer(tmp_path / "server") as server:
-            yield Settings(data_dir=tmp_path / "data", collection="keywords", chroma_url=server.url)
+    with backend_settings(request.param, tmp_path, "keywords") as settings:
+        yield settings
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from chroma_server import ChromaServer
+from chroma_server import BACKENDS, ChromaServer, backend_settings
 
 from rag_assistant.config import Settings
 from rag_assistant.corpus import Paper
@@ -33,14 +33,11 @@ from rag_assistant.index.store import (
 )
 
 
-@pytest.fixture(params=["embedded", "server"])
+@pytest.fixture(params=BACKENDS)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
     """Settings naming a fresh collection: embedded in the data dir, or on a Chroma server."""
-    if request.param == "embedded":
-        yield Settings(data_dir=tmp_path / "data", collection="contract")
-    else:
-        with ChromaServer(tmp_path / "server") as server:
-            yield Settings(data_dir=tmp_path / "data", collection="contract", chroma_url=server.url)
+    with backend_settings(request.param, tmp_path, "contract") as settings:
+        yield settings
 
 
 @pytest.fixture
