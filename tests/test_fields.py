@@ -146,7 +146,7 @@ def test_fields_are_chroma_metadata_of_the_chunks_authors_of_the_first(tmp_path:
     assert all("f_year" in m for m in rows)  # short fields on every chunk, authors once per paper (records.py)
     assert not any("f_author_keys" in m for m in rows if m["chunk_index"])
     # the abstract is stored once per paper, on its first chunk only
-    assert sum("paper_text" in m for m in rows) == 2 < len(rows)
+    assert sum("paper_z" in m for m in rows) == 2 < len(rows)
 
 
 def _old_hash(p: Paper) -> str:

@@ -50,9 +50,9 @@ def _rows(store: ChromaStore) -> list[tuple[str, str | None, dict[str, Any]]]:
 
 def test_pieces_never_split_a_character_and_join_back() -> None:
     text = "é" * 1000 + "x" + "漢" * 700
-    parts = pieces("paper_text", text)
+    parts = pieces("paper_z", text)
     assert len(parts) > 2 and all(len(p.encode()) <= PIECE_BYTES for p in parts.values())
-    assert list(parts)[:2] == ["paper_text", "paper_text~1"] and joined(parts, "paper_text") == text
+    assert list(parts)[:2] == ["paper_z", "paper_z~1"] and joined(parts, "paper_z") == text
     assert pieces("k", "short") == {"k": "short"} and joined({}, "k") == ""
 
 
@@ -66,9 +66,12 @@ def test_chunks_store_no_document_and_each_paper_once(tmp_path: Path) -> None:
     assert not any(doc for _, doc, _ in rows)  # no document: no copy in Chroma's full-text index
     firsts = [meta for _, _, meta in rows if meta["chunk_index"] == 0]
     others = [meta for _, _, meta in rows if meta["chunk_index"] > 0]
-    assert len(firsts) == 2 and all("paper_text" in m and "f_author_keys" in m for m in firsts)
+    assert len(firsts) == 2 and all("paper_z" in m and "f_author_keys" in m for m in firsts)
+    # the paper's strings are one compressed value, far smaller than the abstract they hold
+    p1_first = next(m for m in firsts if m["paper_id"] == "p1")
+    assert len(joined(p1_first, "paper_z")) < len(RECORDS[0]["abstract"]) / 4  # type: ignore[arg-type]
     assert all("f_topic" in m and "f_year" in m for m in others)  # short fields: filtered by Chroma directly
-    paper_keys = ("f_author_keys", "paper_text", "paper_meta", "paper_position", "title")
+    paper_keys = ("f_author_keys", "paper_z", "paper_pos", "title")
     assert not any(k.startswith(paper_keys) for m in others for k in m)
     assert all(m.keys() >= {"start", "end", "paper_hash", "n_chunks", "source"} for m in others)
     longest = max(len(v.encode()) for _, _, m in rows for v in m.values() if isinstance(v, str))
@@ -138,7 +141,7 @@ def test_a_search_reads_each_chunk_once_and_a_repeated_one_reads_nothing(tmp_pat
     read.clear()
     assert set(reader.papers(["p1", "p2"])) == {"p1", "p2"}
     assert reader.query(vector, 50) == hits and read == []  # a repeated search reads nothing but the distances
-    assert all("paper_text" not in h.metadata and "paper_id" in h.metadata for h in hits)
+    assert all("paper_z" not in h.metadata and "paper_id" in h.metadata for h in hits)
 
 
 def _fts_bytes(settings: Settings) -> int:
@@ -199,6 +202,43 @@ def test_reingest_upgrades_an_index_of_the_older_layout_reusing_every_vector(tmp
 
     report = ingest_papers(load_corpus([tmp_path / "papers.jsonl"]).papers, settings)
     assert (report.upgraded, report.unchanged, report.chunks_added) == (0, 2, 0)
+
+
+def _to_second_layout(store: ChromaStore, papers: list[Paper]) -> None:
+    """Rewrite the first chunks as the second layout kept them: the paper's strings uncompressed, in pieces, and
+    its position as `paper_position`."""
+    res = store.collection.get(where={"chunk_index": 0}, include=["embeddings", "metadatas"])
+    by_id = {p.paper_id: p for p in papers}
+    metas = []
+    for meta in res["metadatas"]:
+        p = by_id[meta["paper_id"]]
+        old = {k: v for k, v in meta.items() if not k.startswith(("paper_z", "paper_pos"))}
+        old.update(paper_position=p.position, **({"title": p.title} if p.title else {}))
+        old.update(pieces("paper_text", p.text))
+        old.update(pieces("paper_meta", json.dumps(p.metadata, ensure_ascii=False)) if p.metadata else {})
+        metas.append(old)
+    store.collection.delete(ids=res["ids"])
+    store.collection.add(ids=res["ids"], embeddings=res["embeddings"], metadatas=metas)
+
+
+def test_reingest_compresses_the_papers_of_the_second_layout(tmp_path: Path, cli) -> None:  # noqa: ANN001
+    papers = _papers(tmp_path)
+    settings = Settings()
+    ingest_papers(papers, settings)
+    before = dict(open_store(settings).iter_chunks())
+    _to_second_layout(open_store(settings), papers)
+    second = open_store(settings)
+    assert any("paper_text" in m for _, _, m in _rows(second))
+    assert dict(second.iter_chunks()) == before and second.papers(["p1", "p2"]) == {p.paper_id: p for p in papers}
+
+    result = cli("ingest", str(tmp_path / "papers.jsonl"))
+    assert result.returncode == 0, result.stderr
+    assert "2 upgraded (to the compact storage layout)" in result.stdout and "0 unchanged" in result.stdout
+    assert "with a stored vector reused" in result.stdout and "Sentence vectors computed" not in result.stdout
+    rows = _rows(open_store(settings))
+    assert not any(k.startswith(("paper_text", "paper_meta", "paper_position", "title")) for _, _, m in rows for k in m)
+    assert dict(open_store(settings).iter_chunks()) == before
+    assert open_store(settings).papers(["p1", "p2"]) == {p.paper_id: p for p in papers}
 
 
 def _unpersisted(settings: Settings) -> dict[str, int]:

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from rag_assistant.corpus.models import Paper
-from rag_assistant.index.records import chunk_text, metadata_to_paper
+from rag_assistant.index.records import PAPER_KEY, chunk_text, metadata_to_paper
 
 LIMIT = 20_000  # papers (and chunk texts) kept at most: a long chat reads many, memory stays bounded
-PAPER_KEYS = ("paper_text", "paper_meta")  # a first chunk's own keys for its paper: not kept with its text
+# a first chunk's own keys for its paper (this layout's and the previous one's): not kept with its text
+PAPER_KEYS = (PAPER_KEY, "paper_text", "paper_meta")
 
 
 def first_of(paper_id: str) -> str:

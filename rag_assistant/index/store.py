@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.corpus.models import Paper
-from rag_assistant.index import sparse
+from rag_assistant.index import records, sparse
 from rag_assistant.index.chroma_open import MANIFEST_SUFFIX, sibling_collection
 from rag_assistant.index.read_cache import ReadCache
-from rag_assistant.index.records import LEGACY_KEY, chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
+from rag_assistant.index.records import chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
 from rag_assistant.index.records import paper_to_metadata as paper_to_metadata  # what writers of chunks call
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class ChromaStore(sparse.ServerKeywords):
         (from its first chunk, in this call or stored). A chunk already stored loses the keys the new one lacks
         and, written before that layout, its document (emptied: Chroma cannot drop one)."""
         self._cache.clear()
-        firsts = {c.paper_id: c.metadata for c in chunks if "paper_text" in c.metadata}
+        firsts = {c.paper_id: c.metadata for c in chunks if records.PAPER_KEY in c.metadata}
         papers = {pid: metadata_to_paper(meta) for pid, meta in firsts.items()}
         papers.update(self.papers(sorted({c.paper_id for c in chunks} - set(papers))))
         for start in range(0, len(chunks), self.batch_size):
@@ -269,7 +269,8 @@ class ChromaStore(sparse.ServerKeywords):
             files.update(dict.fromkeys(self.collection.get(where={"source": source}, include=[])["ids"], source))
         by_paper = chunks_by_paper(files)
         # chunks of an older layout (index/records.py) are read in full, which finds them so (cheap: an index)
-        old = {"$and": [{"source": {"$in": list(dict.fromkeys(sources))}}, {LEGACY_KEY: {"$gte": -(2**62)}}]}
+        older = [{key: {"$gte": -(2**62)}} for key in records.LEGACY_KEYS]
+        old = {"$and": [{"source": {"$in": list(dict.fromkeys(sources))}}, {"$or": older}]}
         legacy = {paper_of(cid) for cid in self.collection.get(where=old, include=[])["ids"]} if sources else set()
         states: dict[str, PaperState] = {}
         listed = self._papers().get(where={"source": {"$in": list(dict.fromkeys(sources))}}, include=["metadatas"])
@@ -376,7 +377,7 @@ def _states(rows: Iterable[tuple[str, Any]]) -> dict[str, PaperState]:
             source=str(first.get("source", "")),
             chunk_ids=tuple(cid for cid, _ in group),
             complete=len(hashes) == 1 and len(group) == int(first["n_chunks"]),
-            legacy=any(LEGACY_KEY in m for _, m in group),
+            legacy=any(records.is_legacy(m) for _, m in group),
         )
     return states
 
