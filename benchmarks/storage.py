@@ -87,6 +87,7 @@ def measure(data_dir: Path, vacuum: bool = False) -> dict[str, Any]:
 def write_synthetic(root: Path, chunks: int) -> dict[str, Any]:
     """The synthetic papers written as ingest writes them (skipped when `root` holds them already)."""
     import time
+    import uuid
 
     import million as M
 
@@ -101,6 +102,7 @@ def write_synthetic(root: Path, chunks: int) -> dict[str, Any]:
         return {"built": False}
     fields = M._fields()
     started = time.perf_counter()
+    run = uuid.uuid4().hex  # an ingest run's id, as ingest makes it (its length is part of every chunk's cost)
     batch: list[tuple[StoredChunk, int]] = []
     whole: list[tuple[Paper, int]] = []
 
@@ -115,7 +117,7 @@ def write_synthetic(root: Path, chunks: int) -> dict[str, Any]:
         meta = {"authors": authors, "topic": topic, "year": 2015 + int(pid[1:]) % 11}
         paper = Paper(pid, " ".join(texts), "synthetic.jsonl", int(pid[1:]), None, meta)
         for j, text in enumerate(texts):
-            chunk = StoredChunk(f"{pid}#{j}", pid, text, {**paper_to_metadata(paper, j, len(texts)), RUN_KEY: "r"})
+            chunk = StoredChunk(f"{pid}#{j}", pid, text, {**paper_to_metadata(paper, j, len(texts)), RUN_KEY: run})
             batch.append((chunk, cluster))
         whole.append((paper, len(texts)))
         if len(batch) >= M.STEP:

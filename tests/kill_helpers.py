@@ -1,8 +1,8 @@
 """A real `rag-assistant ingest` that a test can kill at an exact point: after each written step it prints its
 `embedded done/total chunks` line and waits for a line on stdin, so a signal sent then lands between two steps
 whatever the machine's speed (the index holds exactly the steps written so far). Only the write step is made
-smaller; the rest is the shipped CLI. Also: the papers manifest's records, and those the chunks justify (what
-a record may claim whatever killed an ingest)."""
+smaller; the rest is the shipped CLI. Also: the store's listings of papers stored whole, and those the chunks
+justify (what a listing may claim whatever killed an ingest)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from rag_assistant.index.store import MANIFEST, ChromaStore
+from rag_assistant.index.records import LISTED, listing
+from rag_assistant.index.store import ChromaStore, paper_of
 
 _LOCKSTEP = """
 import sys
@@ -32,16 +32,16 @@ main()
 """
 
 
-def records(store: ChromaStore) -> dict[str, dict[str, Any]]:
-    """The manifest's records, by paper id."""
-    res = store.client.get_or_create_collection(MANIFEST.format(store.collection.name)).get(include=["metadatas"])
-    return dict(zip(res["ids"], res["metadatas"], strict=True))
+def records(store: ChromaStore) -> dict[str, int]:
+    """The store's listings (index/store.py), by paper id."""
+    res = store.collection.get(where={LISTED: {"$gte": -(2**63)}}, include=["metadatas"])
+    return {paper_of(cid): meta[LISTED] for cid, meta in zip(res["ids"], res["metadatas"], strict=True)}
 
 
-def true_records(store: ChromaStore, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """The records the chunks themselves justify: every paper stored whole, read from every chunk's metadata."""
+def true_records(store: ChromaStore, ids: list[str]) -> dict[str, int]:
+    """The listings the chunks themselves justify: every paper stored whole, read from every chunk's metadata."""
     return {
-        pid: {"paper_hash": s.content_hash, "source": s.source, "n_chunks": len(s.chunk_ids)}
+        pid: listing(pid, s.content_hash, len(s.chunk_ids), s.source)
         for pid, s in store.paper_states(ids).items()
         if s.complete
     }

@@ -142,7 +142,6 @@ def test_a_token_checking_proxy_lets_the_right_token_through_and_nothing_else(cl
         assert proxy["seen"]["refused"] > refused_before
         assert _collections(server.port) == [
             "abstracts",
-            "abstracts.papers",
             "abstracts.runs",
             "abstracts.sentences",
         ]  # the refused ingests created nothing
@@ -187,8 +186,7 @@ def test_chroma_cloud_style_x_chroma_token_tenant_database_and_basic_auth(cli, t
         )
         assert ingest.returncode == 0, ingest.stderr
         assert (
-            _collections(server.port, "team")
-            == ["abstracts", "abstracts.papers", "abstracts.runs", "abstracts.sentences"]
+            _collections(server.port, "team") == ["abstracts", "abstracts.runs", "abstracts.sentences"]
             and _collections(server.port) == []
         )
 

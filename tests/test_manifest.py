@@ -1,7 +1,8 @@
-"""The papers manifest (index/store.py): an unchanged re-ingest states papers from their records, not from every
-chunk's metadata, also from another client of a shared Chroma server; a record never claims more than the store
-holds, whatever an ingest was interrupted doing; an index from before the manifest gets one on its next ingest
-without loading the model."""
+"""Listings of papers stored whole (index/store.py): an unchanged re-ingest states papers from their listings,
+not from every chunk's metadata, also from another client of a shared Chroma server; a listing never claims more
+than the store holds, whatever an ingest was interrupted doing; an index from before listings (whose papers were
+recorded in a collection of their own) gets them on its next ingest without loading the model, and loses that
+collection."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from rag_assistant.config import Settings
 from rag_assistant.corpus import Paper, bundled_corpus_path, load_corpus
 from rag_assistant.index.ingest import ingest_papers
 from rag_assistant.index.pending import delete_by_paper
-from rag_assistant.index.store import MANIFEST, ChromaStore, open_store
+from rag_assistant.index.records import LISTED
+from rag_assistant.index.store import OLD_MANIFEST, ChromaStore, open_store
 
 
 def _chunks(store: ChromaStore) -> dict[str, Any]:
+    """Chunk id -> (document, metadata less its listing: records() reads that)."""
     res = store.collection.get(include=["documents", "metadatas"])
-    return {cid: (doc, meta) for cid, doc, meta in zip(res["ids"], res["documents"], res["metadatas"], strict=True)}
+    rows = zip(res["ids"], res["documents"], res["metadatas"], strict=True)
+    return {cid: (doc, {k: v for k, v in meta.items() if k != LISTED}) for cid, doc, meta in rows}
 
 
 def _write(path: Path, records: list[dict[str, str]]) -> list[Paper]:
@@ -73,12 +77,15 @@ def test_unchanged_reingest_reads_records_also_from_another_client(
     assert not any(read), read  # stated from the records alone
 
 
-def test_an_index_from_before_the_manifest_gets_one_on_its_next_ingest(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_index_from_before_listings_gets_them_on_its_next_ingest(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings()
     papers = load_corpus([bundled_corpus_path()]).papers
     ingest_papers(papers, settings)
     store = open_store(settings)
-    store.client.delete_collection(MANIFEST.format(settings.collection))  # what an older version left
+    store.unlist_papers([p.paper_id for p in papers])  # what an older version left: no listings, and its manifest
+    old = store.client.create_collection(OLD_MANIFEST.format(settings.collection), embedding_function=None)
+    old.add(ids=[papers[0].paper_id], embeddings=[[1.0]], metadatas=[{"n_chunks": 1}])
+    assert records(store) == {}
     chunks = _chunks(store)
 
     read = _chunk_reads(monkeypatch)
@@ -87,6 +94,7 @@ def test_an_index_from_before_the_manifest_gets_one_on_its_next_ingest(monkeypat
     assert (upgrade.unchanged, upgrade.chunks_added, upgrade.chunks_deleted) == (38, 0, 0)
     assert read and _chunks(store) == chunks  # read in full once, nothing rewritten
     assert records(store) == true_records(store, [p.paper_id for p in papers])
+    assert OLD_MANIFEST.format(settings.collection) not in {c.name for c in store.client.list_collections()}
     read.clear()
     assert ingest_papers(papers, settings, store=store).unchanged == 38
     assert not any(read), read

@@ -87,18 +87,20 @@ def test_store_contract(store: VectorStore) -> None:
     assert papers["a:0"] == a and papers["b:0"].title == "Beta"
     by_source = store.source_states(["a.txt"])
     assert list(by_source) == ["a:0"] and sorted(by_source["a:0"].chunk_ids) == ["a:0#0", "a:0#1"]
-    assert not by_source["a:0"].listed and by_source["a:0"].complete  # no record: read from the chunks
+    assert not by_source["a:0"].listed and by_source["a:0"].complete  # no listing: read from the chunks
     store.list_papers([(a, 2)])
-    assert store.source_states(["a.txt"]) == {"a:0": replace(by_source["a:0"], listed=True)}
+    assert store.source_states(["a.txt"]) == {"a:0": by_source["a:0"]}  # listed: found only for its version
+    assert store.source_states(["a.txt"], {"a:0": a.content_hash}) == {"a:0": replace(by_source["a:0"], listed=True)}
+    assert not store.source_states(["a.txt"], {"a:0": "another version"})["a:0"].listed
     assert store.sources() == {"a.txt": 1, "b.txt": 1}
     assert sorted(store.iter_chunks()) == [("a:0#0", "alpha one"), ("a:0#1", "alpha two"), ("b:0#0", "beta one")]
 
     store.delete(["a:0#1"])
     assert store.count() == 2 and not store.paper_states(["a:0"])["a:0"].complete
-    assert not store.source_states(["a.txt"])["a:0"].complete  # its record counts two chunks: read from them
+    assert not store.source_states(["a.txt"], {"a:0": a.content_hash})["a:0"].complete  # listed with two chunks
     store.list_papers([(b, 1)])
-    store.unlist_papers(["b:0"])
-    assert not store.source_states(["b.txt"])["b:0"].listed
+    store.unlist_papers(["b:0", "never-stored"])
+    assert not store.source_states(["b.txt"], {"b:0": b.content_hash})["b:0"].listed
 
     store.set_info({"revision": "r1"})
     assert store.get_info()["revision"] == "r1"

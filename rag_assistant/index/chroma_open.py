@@ -10,6 +10,7 @@ Creating the chunks' collection probes once whether the deployment ranks keyword
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -227,6 +228,15 @@ def sibling_collection(store: object, suffix: str, write: bool) -> Any:  # noqa:
         return None
 
 
+def drop_collection(client: Any, name: str) -> bool:  # noqa: ANN401 - a chromadb client
+    """Delete a collection if it exists (another client may have been first); False, for `if` flags."""
+    from chromadb.errors import NotFoundError
+
+    with contextlib.suppress(NotFoundError):
+        client.delete_collection(name)
+    return False
+
+
 def _empty(chromadb: Any, name: str) -> tuple[Any, Any]:  # noqa: ANN401
     """An empty in-memory collection: what reading an index that was never built finds (nothing on disk)."""
     from chromadb.config import Settings as ChromaSettings
@@ -313,13 +323,12 @@ def _first_line(exc: BaseException) -> str:
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:200]
 
 
-MANIFEST_SUFFIX = ".papers"  # the papers manifest's collection is named after the chunks' one
 PERSIST_EVERY = 1000  # Chroma's default sync_threshold: how many records an HNSW index takes between writes to disk
 _NO_SUCH_ID = "rag-assistant:persist"  # deleted to make a write that changes nothing
 
 
 def persist_vectors(path: Path, name: str) -> None:
-    """Write the vector indexes of an embedded index's chunks and manifest to disk now. Chroma writes HNSW files
+    """Write the vector index of an embedded index's chunks to disk now. Chroma writes HNSW files
     only every PERSIST_EVERY records, and every process that opens a collection replays the rest from its log
     before its first query: 0.3 s of each one-off command on the conference index after an ingest of a few hundred
     chunks. A write made with a threshold of 2 persists them; the threshold is put back so that ingests keep
@@ -330,7 +339,7 @@ def persist_vectors(path: Path, name: str) -> None:
 
     client = chromadb.PersistentClient(path=str(path), settings=ChromaSettings(anonymized_telemetry=False))
     try:
-        for collection in filter(None, (_collection(client, n, write=False) for n in (name, name + MANIFEST_SUFFIX))):
+        if (collection := _collection(client, name, write=False)) is not None:
             collection.modify(configuration={"hnsw": {"sync_threshold": 2}})
             try:
                 collection.delete(ids=[_NO_SUCH_ID])

@@ -4,8 +4,8 @@ chunk records its paper's hash and chunk count, so a paper whose chunks are miss
 redone, and upserts never duplicate. Papers are written whole, a step at a time, each with its sentence vectors
 first, so a rerun after a kill does only what was not stored. A paper stored in part (one larger than a step)
 stays hidden from search until then: each run registers itself as pending before writing (index/pending.py).
-A paper's record in the papers manifest (index/store.py) follows its last chunk, so an unchanged re-ingest
-reads the records, not the chunks."""
+A paper's listing (index/store.py) follows its last chunk, so an unchanged re-ingest finds the listings, not
+every chunk's metadata."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class _Plan:
     todo: list[Paper]
     states: dict[str, PaperState]
     stale: dict[str, tuple[str, ...]]
-    unlisted: list[tuple[Paper, int]]  # unchanged papers the manifest lacks (an index from before it, a kill)
+    unlisted: list[tuple[Paper, int]]  # unchanged papers not listed (an index from before listings, a kill)
     upgraded: set[str] = field(default_factory=set)  # unchanged papers rewritten in the current layout
 
 
@@ -140,7 +140,7 @@ def _plan(papers: list[Paper], store: VectorStore, report: IngestReport) -> _Pla
     """Compare the papers with what the store holds; counts new, changed and unchanged papers in `report`."""
     by_id = {p.paper_id: p for p in papers}
     # One query per source file finds almost every paper on a re-ingest; only the rest is looked up by id.
-    from_sources = store.source_states(sorted({p.source for p in papers}))
+    from_sources = store.source_states(sorted({p.source for p in papers}), {p.paper_id: p.content_hash for p in papers})
     states = {pid: st for pid, st in from_sources.items() if pid in by_id}
     missing = [pid for pid in by_id if pid not in states]
     if missing:
@@ -320,7 +320,7 @@ def _embed_and_store(
     Before a step's chunks are written, the sentence vectors of the papers it completes are: a stored paper has
     them, and a kill loses at most the step in flight. Only a paper larger than a step can be stored in part:
     its chunks carry the pending `run`, so it stays hidden until an ingest completes it. Each paper completed
-    is listed in the papers manifest after its last chunk is written, but those in `marks[1]` (the caller lists
+    is listed (index/store.py) after its last chunk is written, but those in `marks[1]` (the caller lists
     them once their surplus chunks are deleted). `marks[0]` records each step's number in the run log before
     the step is written (index/runlog.py)."""
     from concurrent.futures import Future, ThreadPoolExecutor

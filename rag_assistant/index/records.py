@@ -38,6 +38,7 @@ PIECE_BYTES = 900  # a string piece's UTF-8 size: with its key and row id it sta
 POSITION = "paper_pos"  # the paper's position in its file, on its first chunk
 LEGACY_KEYS = ("position", "paper_position")  # the position's key in the first and second layouts (see above)
 PAPER_KEY = "paper_z"  # the paper's text, title and raw metadata, compressed (pack_paper)
+LISTED = "listed"  # on a paper's first chunk once all its chunks are stored: `listing` of what they are
 SPAN = ("start", "end")  # a chunk's text as a span of its paper's abstract (after the title prefix)
 CHUNK_TEXT = "chunk_text"  # a chunk's own text, when it is not a span of the abstract
 
@@ -150,6 +151,13 @@ def pack_paper(paper: Paper) -> str:
     """The paper's text, title and raw metadata as one compressed ASCII string (metadata_to_paper reads it)."""
     packed = json.dumps([paper.text, paper.title, paper.metadata], ensure_ascii=False, default=str)
     return base64.b85encode(zlib.compress(packed.encode("utf-8"), 9)).decode("ascii")
+
+
+def listing(paper_id: str, content_hash: str, n_chunks: int, source: str) -> int:
+    """What a paper stored whole is listed with (an int: Chroma finds an int by value with an ids-only query, and
+    keeps it far smaller than a string): it matches only the same paper, version, chunk count and file."""
+    key = "\0".join((paper_id, content_hash, str(n_chunks), source)).encode("utf-8")
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big", signed=True)
 
 
 def is_legacy(meta: Mapping[str, Any]) -> bool:

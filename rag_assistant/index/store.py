@@ -1,11 +1,12 @@
 """Vector storage behind two small interfaces, a reading one (StoreReader) and a writing one (StoreWriter);
 Chroma (embedded or server) is the one backend today and implements both.
 
-Beside the chunks, the writing face keeps a papers manifest: a record per paper stored whole (its hash, file and
-number of chunks) in a second collection of the same Chroma, so every client of a shared server sees the same
-one. Ingest writes a paper's record after its last chunk and drops it before changing or deleting the paper's
-chunks: a record never claims more than the store holds. An unchanged re-ingest reads records instead of every
-chunk's metadata. Search and stats never read the manifest: they read the chunks."""
+The writing face lists the papers stored whole: a paper's first chunk gets a `listed` int (records.listing: its
+id, hash, chunk count and file) after its last chunk is written and loses it before they change (rewriting the
+first chunk drops it too), so a listing never claims more than the store holds, for every client of a server.
+An unchanged re-ingest finds listings with ids-only queries instead of reading every chunk's metadata. Earlier
+versions kept them in a collection of their own (`<name>.papers`, ~0.4 KB a chunk), which the first listing
+deletes."""
 
 from __future__ import annotations
 
@@ -17,15 +18,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index import records, sparse
-from rag_assistant.index.chroma_open import MANIFEST_SUFFIX, sibling_collection
+from rag_assistant.index.chroma_open import drop_collection
 from rag_assistant.index.read_cache import ReadCache
-from rag_assistant.index.records import chunk_metadata, metadata_to_paper, split_where, text_key, texts_of
+from rag_assistant.index.records import chunk_metadata, listing, metadata_to_paper, split_where, text_key, texts_of
 from rag_assistant.index.records import paper_to_metadata as paper_to_metadata  # what writers of chunks call
 
 if TYPE_CHECKING:
     from rag_assistant.index.chroma_open import ChromaEndpoint
 
-MANIFEST = "{}" + MANIFEST_SUFFIX  # the papers manifest's collection, named after the chunks' one
+OLD_MANIFEST = "{}.papers"  # the collection earlier versions listed papers in, named after the chunks' one
 RUN_KEY = "ingest_run"  # chunk metadata: the ingest run that wrote it (see index/pending.py)
 
 
@@ -56,7 +57,7 @@ class PaperState:
     source: str
     chunk_ids: tuple[str, ...]
     complete: bool  # every chunk of that hash is present (a killed ingest leaves this False)
-    listed: bool = False  # stated from the papers manifest (else read from the chunks)
+    listed: bool = False  # stated from its listing (else read from the chunks)
     legacy: bool = False  # stored before the layout of index/records.py: a re-ingest rewrites it
 
 
@@ -105,7 +106,9 @@ class StoreWriter(Protocol):
 
     def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]: ...
 
-    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]: ...
+    def source_states(
+        self, sources: Sequence[str], hashes: Mapping[str, str] | None = None
+    ) -> dict[str, PaperState]: ...
 
     def list_papers(self, papers: Sequence[tuple[Paper, int]]) -> None: ...
 
@@ -142,7 +145,7 @@ class ChromaStore(sparse.ServerKeywords):
         self.location = (url if isinstance(url, ChromaEndpoint) else ChromaEndpoint(url)).shown if url else str(path)
         self.client, self.collection = open_collection(path, collection, url, write)
         self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
-        self._manifest: Any = None  # the manifest's collection, opened (or created) by the first writer call
+        self._old_manifest = write  # an earlier version's papers collection may be left: the first listing drops it
         self._cache = ReadCache(self.collection)  # papers and chunk texts read since the last write
 
     def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None:
@@ -243,12 +246,9 @@ class ChromaStore(sparse.ServerKeywords):
             self.collection.delete(ids=list(chunk_ids[start : start + self.batch_size]))
 
     def _get_where(self, paper_ids: Sequence[str], include: list[str]) -> Iterator[tuple[str, dict]]:
-        step = 500
-        for start in range(0, len(paper_ids), step):
-            res = self.collection.get(
-                where={"paper_id": {"$in": list(paper_ids[start : start + step])}},
-                include=include,  # type: ignore[arg-type]
-            )
+        for start in range(0, len(paper_ids), 500):
+            where = {"paper_id": {"$in": list(paper_ids[start : start + 500])}}
+            res = self.collection.get(where=where, include=include)  # type: ignore[arg-type]
             yield from zip(res["ids"], res["metadatas"] or [], strict=False)
 
     def paper_states(self, paper_ids: Sequence[str]) -> dict[str, PaperState]:
@@ -259,11 +259,11 @@ class ChromaStore(sparse.ServerKeywords):
         search reads the papers of the chunks it found, then the answer reads them again) until a write."""
         return self._cache.read_papers(paper_ids)
 
-    def source_states(self, sources: Sequence[str]) -> dict[str, PaperState]:
-        """The state of every stored paper that came from one of these file names. A paper the manifest lists
-        with as many chunks as its file's ids-only query finds is stated from its record; the others (not yet
-        listed, changed, incomplete) are read in full, slow with the whole abstracts (0.5 s for 5k chunks,
-        the ids alone 0.03 s)."""
+    def source_states(self, sources: Sequence[str], hashes: Mapping[str, str] | None = None) -> dict[str, PaperState]:
+        """The state of every stored paper that came from one of these file names. A paper whose listing is the
+        one its `hashes` version (paper id -> content hash) would have, with as many chunks as its file's ids-only
+        query finds, is stated from that; the others (not listed, changed, incomplete) are read in full, slow
+        with the abstracts (0.5 s for 5k chunks, the ids alone 0.03 s)."""
         files: dict[str, str] = {}  # chunk id -> the file it came from
         for source in dict.fromkeys(sources):
             files.update(dict.fromkeys(self.collection.get(where={"source": source}, include=[])["ids"], source))
@@ -272,35 +272,38 @@ class ChromaStore(sparse.ServerKeywords):
         older = [{key: {"$gte": -(2**62)}} for key in records.LEGACY_KEYS]
         old = {"$and": [{"source": {"$in": list(dict.fromkeys(sources))}}, {"$or": older}]}
         legacy = {paper_of(cid) for cid in self.collection.get(where=old, include=[])["ids"]} if sources else set()
+        known = hashes or {}  # each paper's listing, were it stored whole in the version the caller holds:
+        claims = [(p, listing(p, known[p], len(c), files[c[0]])) for p, c in by_paper.items() if p in known]
+        claims = [(pid, claim) for pid, claim in claims if pid not in legacy]
         states: dict[str, PaperState] = {}
-        listed = self._papers().get(where={"source": {"$in": list(dict.fromkeys(sources))}}, include=["metadatas"])
-        for pid, meta in zip(listed["ids"], listed["metadatas"] or [], strict=True):
-            cids = by_paper.get(pid, [])
-            if pid not in legacy and len(cids) == meta["n_chunks"] and files[cids[0]] == meta["source"]:
-                states[pid] = PaperState(str(meta["paper_hash"]), files[cids[0]], tuple(cids), True, listed=True)
+        for start in range(0, len(claims), 1000):
+            part = dict(claims[start : start + 1000])
+            where = {records.LISTED: {"$in": list(part.values())}}
+            for pid in {paper_of(cid) for cid in self.collection.get(where=where, include=[])["ids"]} & set(part):
+                cids = tuple(by_paper[pid])
+                states[pid] = PaperState(known[pid], files[cids[0]], cids, True, listed=True)
         rest = [pid for pid in by_paper if pid not in states]
         states.update(_states((cid, meta) for cid, meta in self._get_where(rest, ["metadatas"]) if cid in files))
         return states
 
     def list_papers(self, papers: Sequence[tuple[Paper, int]]) -> None:
-        """Record these papers, each with its number of chunks, as stored whole: once all their chunks are."""
+        """List these papers, each with its number of chunks, as stored whole: once all their chunks are."""
+        if self._old_manifest and papers:
+            self._old_manifest = drop_collection(self.client, OLD_MANIFEST.format(self.collection.name))
         for start in range(0, len(papers), self.batch_size):
             part = papers[start : start + self.batch_size]
-            self._papers().upsert(
-                ids=[p.paper_id for p, _ in part],
-                embeddings=[[1.0]] * len(part),  # Chroma keeps no record without one; never queried
-                metadatas=[{"paper_hash": p.content_hash, "source": p.source, "n_chunks": n} for p, n in part],
+            self.collection.update(
+                ids=[f"{p.paper_id}#0" for p, _ in part],
+                metadatas=[{records.LISTED: listing(p.paper_id, p.content_hash, n, p.source)} for p, n in part],
             )
+        self._cache.clear()
 
     def unlist_papers(self, paper_ids: Sequence[str]) -> None:
-        """Drop these papers' records: before their chunks are changed or deleted."""
+        """Drop these papers' listings: before their chunks are changed or deleted."""
         for start in range(0, len(paper_ids), self.batch_size):
-            self._papers().delete(ids=list(paper_ids[start : start + self.batch_size]))
-
-    def _papers(self) -> Any:  # noqa: ANN401 - a chromadb Collection
-        if self._manifest is None:
-            self._manifest = sibling_collection(self, MANIFEST_SUFFIX, write=True)
-        return self._manifest
+            part = paper_ids[start : start + self.batch_size]
+            self.collection.update(ids=[f"{pid}#0" for pid in part], metadatas=[{records.LISTED: None}] * len(part))
+        self._cache.clear()
 
     def unfinished_papers(self, runs: Sequence[str]) -> set[str]:
         """Papers holding a chunk written by one of these ingest runs that are not complete. Costs a read of
