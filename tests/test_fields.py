@@ -136,15 +136,15 @@ def test_fields_are_chroma_metadata_of_the_chunks_authors_of_the_first(tmp_path:
     def ids(where: dict) -> set[str]:
         return {m["paper_id"] for m in col.get(where=where, include=["metadatas"])["metadatas"]}
 
-    assert ids({"f_author_keys": {"$contains": "jurgen schmidhuber"}}) == {"p1"}
+    assert ids({"ak": {"$contains": "jurgen schmidhuber"}}) == {"p1"}
     assert ids({"f_year": {"$gte": 2025}}) == {"p1"}
     assert ids({"f_year": {"$lte": 2024}}) == {"p2"}
     assert ids({"f_topic": "Social Aspects->Fairness"}) == {"p2"}
     rows = col.get(include=["metadatas"])["metadatas"]
     firsts = [m for m in rows if m["chunk_index"] == 0]
-    assert len(firsts) == 2 and all(m["f_year"] in (2024, 2025) and m["f_author_keys"] for m in firsts)
+    assert len(firsts) == 2 and all(m["f_year"] in (2024, 2025) and m["ak"] for m in firsts)
     assert all("f_year" in m for m in rows)  # short fields on every chunk, authors once per paper (records.py)
-    assert not any("f_author_keys" in m for m in rows if m["chunk_index"])
+    assert not any("ak" in m for m in rows if m["chunk_index"])
     # the abstract is stored once per paper, on its first chunk only
     assert sum("paper_z" in m for m in rows) == 2 < len(rows)
 

@@ -66,12 +66,12 @@ def test_chunks_store_no_document_and_each_paper_once(tmp_path: Path) -> None:
     assert not any(doc for _, doc, _ in rows)  # no document: no copy in Chroma's full-text index
     firsts = [meta for _, _, meta in rows if meta["chunk_index"] == 0]
     others = [meta for _, _, meta in rows if meta["chunk_index"] > 0]
-    assert len(firsts) == 2 and all("paper_z" in m and "f_author_keys" in m for m in firsts)
+    assert len(firsts) == 2 and all("paper_z" in m and "ak" in m for m in firsts)
     # the paper's strings are one compressed value, far smaller than the abstract they hold
     p1_first = next(m for m in firsts if m["paper_id"] == "p1")
     assert len(joined(p1_first, "paper_z")) < len(RECORDS[0]["abstract"]) / 4  # type: ignore[arg-type]
     assert all("f_topic" in m and "f_year" in m for m in others)  # short fields: filtered by Chroma directly
-    paper_keys = ("f_author_keys", "paper_z", "paper_pos", "title")
+    paper_keys = ("ak", "paper_z", "paper_pos", "title")
     assert not any(k.startswith(paper_keys) for m in others for k in m)
     assert all(m.keys() >= {"start", "end", "paper_hash", "n_chunks", "source"} for m in others)
     longest = max(len(v.encode()) for _, _, m in rows for v in m.values() if isinstance(v, str))
@@ -205,15 +205,16 @@ def test_reingest_upgrades_an_index_of_the_older_layout_reusing_every_vector(tmp
 
 
 def _to_second_layout(store: ChromaStore, papers: list[Paper]) -> None:
-    """Rewrite the first chunks as the second layout kept them: the paper's strings uncompressed, in pieces, and
-    its position as `paper_position`."""
+    """Rewrite the first chunks as the second layout kept them: the paper's strings uncompressed, in pieces, its
+    position as `paper_position` and its authors' keys as `f_author_keys`."""
     res = store.collection.get(where={"chunk_index": 0}, include=["embeddings", "metadatas"])
     by_id = {p.paper_id: p for p in papers}
     metas = []
     for meta in res["metadatas"]:
         p = by_id[meta["paper_id"]]
-        old = {k: v for k, v in meta.items() if not k.startswith(("paper_z", "paper_pos"))}
+        old = {k: v for k, v in meta.items() if not k.startswith(("paper_z", "paper_pos")) and k != "ak"}
         old.update(paper_position=p.position, **({"title": p.title} if p.title else {}))
+        old.update({"f_author_keys": meta["ak"]} if "ak" in meta else {})
         old.update(pieces("paper_text", p.text))
         old.update(pieces("paper_meta", json.dumps(p.metadata, ensure_ascii=False)) if p.metadata else {})
         metas.append(old)
@@ -230,13 +231,18 @@ def test_reingest_compresses_the_papers_of_the_second_layout(tmp_path: Path, cli
     second = open_store(settings)
     assert any("paper_text" in m for _, _, m in _rows(second))
     assert dict(second.iter_chunks()) == before and second.papers(["p1", "p2"]) == {p.paper_id: p for p in papers}
+    vector = [1.0] + [0.0] * (second.dimension() - 1)  # type: ignore[operator]
+    by_author = chroma_where(parse_filters(authors=["Jurgen Schmidhuber"]))
+    assert {h.paper_id for h in second.query(vector, 50, where=by_author)} == {"p1"}  # filtered as it is
 
     result = cli("ingest", str(tmp_path / "papers.jsonl"))
     assert result.returncode == 0, result.stderr
     assert "2 upgraded (to the compact storage layout)" in result.stdout and "0 unchanged" in result.stdout
     assert "with a stored vector reused" in result.stdout and "Sentence vectors computed" not in result.stdout
     rows = _rows(open_store(settings))
-    assert not any(k.startswith(("paper_text", "paper_meta", "paper_position", "title")) for _, _, m in rows for k in m)
+    gone = ("paper_text", "paper_meta", "paper_position", "title", "f_author_keys")
+    assert not any(k.startswith(gone) for _, _, m in rows for k in m)
+    assert {h.paper_id for h in open_store(settings).query(vector, 50, where=by_author)} == {"p1"}
     assert dict(open_store(settings).iter_chunks()) == before
     assert open_store(settings).papers(["p1", "p2"]) == {p.paper_id: p for p in papers}
 

@@ -18,7 +18,7 @@ from rag_assistant.corpus.fields import field_key, name_key, normalise
 from rag_assistant.corpus.models import Paper
 from rag_assistant.errors import FilterError
 from rag_assistant.index.keyword_fields import FieldFilter
-from rag_assistant.index.records import AUTHOR_KEYS, FIELD_PREFIX
+from rag_assistant.index.records import AUTHOR_KEYS, FIELD_PREFIX, OLD_AUTHOR_KEYS
 
 _YEARS = re.compile(r"^\s*(\d{4})?\s*(-|\.\.)?\s*(\d{4})?\s*$")
 Catalogue = dict[str, Counter]  # field -> value -> papers carrying it
@@ -137,7 +137,8 @@ def chroma_where(filters: Sequence[FieldFilter]) -> dict[str, Any] | None:
     clauses: list[dict[str, Any]] = []
     for f in filters:
         if f.field == "authors":
-            clauses.append(_any([{AUTHOR_KEYS: {"$contains": name_key(str(v))}} for v in f.values]))
+            keys = (AUTHOR_KEYS, OLD_AUTHOR_KEYS)  # the second layout's first chunks too, until re-ingested
+            clauses.append(_any([{k: {"$contains": name_key(str(v))}} for v in f.values for k in keys]))
         elif f.values:
             key, values = FIELD_PREFIX + f.field, _typed(f.values)
             by_type: dict[type, list[Any]] = {}
