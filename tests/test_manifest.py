@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -85,6 +86,12 @@ def test_an_index_from_before_listings_gets_them_on_its_next_ingest(monkeypatch:
     store.unlist_papers([p.paper_id for p in papers])  # what an older version left: no listings, and its manifest
     old = store.client.create_collection(OLD_MANIFEST.format(settings.collection), embedding_function=None)
     old.add(ids=[papers[0].paper_id], embeddings=[[1.0]], metadatas=[{"n_chunks": 1}])
+    with sqlite3.connect(settings.chroma_dir / "chroma.sqlite3") as db:
+        sql = "SELECT id FROM segments WHERE collection = ?"
+        old_files = [settings.chroma_dir / row[0] for row in db.execute(sql, (str(old.id),))]
+    for directory in old_files:  # its vector index's files, as Chroma writes them once it persists
+        directory.mkdir(exist_ok=True)
+        (directory / "header.bin").write_bytes(b"\0" * 100)
     assert records(store) == {}
     chunks = _chunks(store)
 
@@ -95,6 +102,7 @@ def test_an_index_from_before_listings_gets_them_on_its_next_ingest(monkeypatch:
     assert read and _chunks(store) == chunks  # read in full once, nothing rewritten
     assert records(store) == true_records(store, [p.paper_id for p in papers])
     assert OLD_MANIFEST.format(settings.collection) not in {c.name for c in store.client.list_collections()}
+    assert old_files and not any(d.exists() for d in old_files)  # chromadb leaves them (chroma-core/chroma#5259)
     read.clear()
     assert ingest_papers(papers, settings, store=store).unchanged == 38
     assert not any(read), read

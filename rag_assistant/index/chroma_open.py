@@ -228,12 +228,25 @@ def sibling_collection(store: object, suffix: str, write: bool) -> Any:  # noqa:
         return None
 
 
-def drop_collection(client: Any, name: str) -> bool:  # noqa: ANN401 - a chromadb client
-    """Delete a collection if it exists (another client may have been first); False, for `if` flags."""
+def drop_collection(client: Any, name: str, path: Path | None) -> bool:  # noqa: ANN401 - a chromadb client
+    """Delete a collection if it exists (another client may have been first), and in an embedded store at `path`
+    its vector index's files, which chromadb 1.x leaves on disk (chroma-core/chroma#5259). False, for flags."""
+    import shutil
+
     from chromadb.errors import NotFoundError
 
+    try:
+        cid = str(client.get_collection(name, embedding_function=None).id)
+    except NotFoundError:
+        return False
+    segments: list[str] = []
+    if path is not None:
+        with contextlib.closing(connect_read_only(path / SQLITE)) as db:
+            segments = [row[0] for row in db.execute("SELECT id FROM segments WHERE collection = ?", (cid,))]
     with contextlib.suppress(NotFoundError):
         client.delete_collection(name)
+    for segment in segments:  # uuid-named directories of Chroma's own, beside its SQLite file
+        shutil.rmtree(path / segment, ignore_errors=True)  # type: ignore[operator]
     return False
 
 

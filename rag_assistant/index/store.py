@@ -146,6 +146,7 @@ class ChromaStore(sparse.ServerKeywords):
         self.client, self.collection = open_collection(path, collection, url, write)
         self.batch_size = max(1, min(5000, self.client.get_max_batch_size()))
         self._old_manifest = write  # an earlier version's papers collection may be left: the first listing drops it
+        self._path = None if url else path  # an embedded store's directory
         self._cache = ReadCache(self.collection)  # papers and chunk texts read since the last write
 
     def add(self, chunks: Sequence[StoredChunk], embeddings: Sequence[Sequence[float]]) -> None:
@@ -289,7 +290,7 @@ class ChromaStore(sparse.ServerKeywords):
     def list_papers(self, papers: Sequence[tuple[Paper, int]]) -> None:
         """List these papers, each with its number of chunks, as stored whole: once all their chunks are."""
         if self._old_manifest and papers:
-            self._old_manifest = drop_collection(self.client, OLD_MANIFEST.format(self.collection.name))
+            self._old_manifest = drop_collection(self.client, OLD_MANIFEST.format(self.collection.name), self._path)
         for start in range(0, len(papers), self.batch_size):
             part = papers[start : start + self.batch_size]
             self.collection.update(
