@@ -229,7 +229,8 @@ def _write_changes(
     keyword index, settle the run."""
     # Mark the store as changing before writing, so a kill leaves a revision the keyword index lacks.
     # Registered as pending too: whatever this run writes stays hidden from search until it has settled.
-    before, revision = store_revision(info), uuid.uuid4().hex
+    # 16 hex digits: the run's id is stored with every chunk it writes (64 random bits never repeat in practice)
+    before, revision = store_revision(info), uuid.uuid4().hex[:16]
     runs, info = open_log(store, info)
     runs.start(revision)  # before the revision moves: a reader that sees the new revision sees the run pending
     info = {**info, "embedding_model": model_signature(settings), "chunking": "/".join(map(str, chunking))}
