@@ -166,6 +166,9 @@ class FixedEmbedder:
 
     embed_cached = embed
 
+    def check_dimension(self, dim: int, index_dim: int | None) -> None:  # what Retriever.search asks of embedders
+        assert index_dim in (None, dim), (dim, index_dim)
+
 
 def search(root: Path, chunks: int, url: str | None) -> dict[str, Any]:
     from rag_assistant.index.reader import IndexReader

@@ -85,7 +85,7 @@ def named_set(chain: AnswerChain) -> None:
         ok = _same(answer.plan, named, q["expect"])
         right += ok
         subset = _expected(q["expect"])
-        papers = chain.retriever.papers([s["paper_id"] for s in answer.sources])
+        papers = chain.retriever.papers([s.paper_id for s in answer.sources])
         if subset and answer.sources:
             with_sources += 1
             inside += all(matches(p, subset) for p in papers.values())

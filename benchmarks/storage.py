@@ -93,6 +93,7 @@ def write_synthetic(root: Path, chunks: int) -> dict[str, Any]:
 
     from rag_assistant.config import Settings
     from rag_assistant.corpus.models import Paper
+    from rag_assistant.index.ingest import EMBED_BATCH
     from rag_assistant.index.state import model_signature
     from rag_assistant.index.store import RUN_KEY, StoredChunk, open_store, paper_to_metadata
 
@@ -120,7 +121,7 @@ def write_synthetic(root: Path, chunks: int) -> dict[str, Any]:
             chunk = StoredChunk(f"{pid}#{j}", pid, text, {**paper_to_metadata(paper, j, len(texts)), RUN_KEY: run})
             batch.append((chunk, cluster))
         whole.append((paper, len(texts)))
-        if len(batch) >= M.STEP:
+        if len(batch) >= EMBED_BATCH:  # ingest's step: what Chroma's log holds between writes depends on it
             flush()
     if batch:
         flush()
