@@ -228,9 +228,9 @@ def sibling_collection(store: object, suffix: str, write: bool) -> Any:  # noqa:
         return None
 
 
-def drop_collection(client: Any, name: str, path: Path | None) -> bool:  # noqa: ANN401 - a chromadb client
+def drop_collection(client: Any, name: str, path: Path | None) -> None:  # noqa: ANN401 - a chromadb client
     """Delete a collection if it exists (another client may have been first), and in an embedded store at `path`
-    its vector index's files, which chromadb 1.x leaves on disk (chroma-core/chroma#5259). False, for flags."""
+    its vector index's files, which chromadb 1.x leaves on disk (chroma-core/chroma#5259)."""
     import shutil
 
     from chromadb.errors import NotFoundError
@@ -238,7 +238,7 @@ def drop_collection(client: Any, name: str, path: Path | None) -> bool:  # noqa:
     try:
         cid = str(client.get_collection(name, embedding_function=None).id)
     except NotFoundError:
-        return False
+        return
     segments: list[str] = []
     if path is not None:
         with contextlib.closing(connect_read_only(path / SQLITE)) as db:
@@ -247,7 +247,6 @@ def drop_collection(client: Any, name: str, path: Path | None) -> bool:  # noqa:
         client.delete_collection(name)
     for segment in segments:  # uuid-named directories of Chroma's own, beside its SQLite file
         shutil.rmtree(path / segment, ignore_errors=True)  # type: ignore[operator]
-    return False
 
 
 def _empty(chromadb: Any, name: str) -> tuple[Any, Any]:  # noqa: ANN401

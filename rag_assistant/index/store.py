@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from rag_assistant.corpus.models import Paper
 from rag_assistant.index import records, sparse
 from rag_assistant.index.chroma_open import drop_collection
-from rag_assistant.index.read_cache import ReadCache
+from rag_assistant.index.read_cache import ReadCache, first_of
 from rag_assistant.index.records import chunk_metadata, listing, metadata_to_paper, split_where, text_key, texts_of
 from rag_assistant.index.records import paper_to_metadata as paper_to_metadata  # what writers of chunks call
 
@@ -290,11 +290,12 @@ class ChromaStore(sparse.ServerKeywords):
     def list_papers(self, papers: Sequence[tuple[Paper, int]]) -> None:
         """List these papers, each with its number of chunks, as stored whole: once all their chunks are."""
         if self._old_manifest and papers:
-            self._old_manifest = drop_collection(self.client, OLD_MANIFEST.format(self.collection.name), self._path)
+            self._old_manifest = False
+            drop_collection(self.client, OLD_MANIFEST.format(self.collection.name), self._path)
         for start in range(0, len(papers), self.batch_size):
             part = papers[start : start + self.batch_size]
             self.collection.update(
-                ids=[f"{p.paper_id}#0" for p, _ in part],
+                ids=[first_of(p.paper_id) for p, _ in part],
                 metadatas=[{records.LISTED: listing(p.paper_id, p.content_hash, n, p.source)} for p, n in part],
             )
         self._cache.clear()
@@ -303,7 +304,7 @@ class ChromaStore(sparse.ServerKeywords):
         """Drop these papers' listings: before their chunks are changed or deleted."""
         for start in range(0, len(paper_ids), self.batch_size):
             part = paper_ids[start : start + self.batch_size]
-            self.collection.update(ids=[f"{pid}#0" for pid in part], metadatas=[{records.LISTED: None}] * len(part))
+            self.collection.update(ids=[first_of(pid) for pid in part], metadatas=[{records.LISTED: None}] * len(part))
         self._cache.clear()
 
     def unfinished_papers(self, runs: Sequence[str]) -> set[str]:
