@@ -7,7 +7,12 @@ Roles: background (context, prior work, the gap), method (what the paper does or
 proves or measures), other (availability, calls to action, slogans). Dangling: the sentence's subject or opening
 refers back ("this", "these steps", "such methods", "For instance") to something only an earlier sentence names.
 
-    python eval/sentences/adjudicate.py      # rewrites roles-adjudicated.jsonl, prints agreement
+The second round (issue 23: 1,464 sentences of 200 more abstracts, eval/sentences/sample2.py, guideline
+eval/sentences/ROLES.md) works the same way from files: roles2-reader1.jsonl and roles2-reader2.jsonl are the blind
+readings, roles2-third.jsonl the third reading of every sentence they disagree on (role or dangling), with its
+reason; it writes roles2-adjudicated.jsonl.
+
+    python eval/sentences/adjudicate.py      # rewrites both adjudicated files, prints agreement
 """
 
 from __future__ import annotations
@@ -50,6 +55,38 @@ def rows(path: Path) -> list[dict]:
 
 
 def main() -> None:
+    first_round()
+    second_round()
+
+
+def second_round() -> None:
+    first, second = rows(HERE / "roles2-reader1.jsonl"), rows(HERE / "roles2-reader2.jsonl")
+    third = {(r["id"], r["position"]): r for r in rows(HERE / "roles2-third.jsonl")}
+    out, roles_differ, dangling_differ = [], 0, 0
+    for r1, r2 in zip(first, second, strict=True):
+        assert (r1["id"], r1["position"], r1["sentence"]) == (r2["id"], r2["position"], r2["sentence"]), r1["id"]
+        row = {k: r1[k] for k in ("id", "position", "n_sentences", "sentence", "split", "role", "dangling")}
+        if (r1["role"], r1["dangling"]) != (r2["role"], r2["dangling"]):
+            decided = third.pop((r1["id"], r1["position"]))
+            roles_differ += r1["role"] != r2["role"]
+            dangling_differ += r1["dangling"] != r2["dangling"]
+            row |= {"role": decided["role"], "dangling": decided["dangling"], "adjudicated": decided["reason"]}
+        row["readers"] = [{"role": r["role"], "dangling": r["dangling"]} for r in (r1, r2)]
+        out.append(row)
+    assert not third, f"third readings of sentences the readers agree on: {sorted(third)[:3]}"
+    (HERE / "roles2-adjudicated.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out))
+    _agreement("roles2", len(out), roles_differ, dangling_differ)
+
+
+def _agreement(name: str, n: int, roles_differ: int, dangling_differ: int) -> None:
+    print(
+        f"{name}: {n} sentences; readers agree on the role of {n - roles_differ} ({1 - roles_differ / n:.3f}), "
+        f"on dangling for {n - dangling_differ} ({1 - dangling_differ / n:.3f}); "
+        f"{roles_differ + dangling_differ} disagreements adjudicated"
+    )
+
+
+def first_round() -> None:
     first, second = rows(HERE / "roles.jsonl"), rows(HERE / "roles-reader2.jsonl")
     by_key = {(r["id"], r["position"]): r for r in second}
     out, roles_differ, dangling_differ, used = [], 0, 0, set()
@@ -70,11 +107,7 @@ def main() -> None:
     assert used == set(DECISIONS), set(DECISIONS) - used
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out)
     (HERE / "roles-adjudicated.jsonl").write_text(text)
-    n = len(out)
-    print(
-        f"{n} sentences; readers agree on the role of {n - roles_differ} ({1 - roles_differ / n:.3f}), "
-        f"on dangling for {n - dangling_differ} ({1 - dangling_differ / n:.3f}); {len(used)} adjudicated"
-    )
+    _agreement("roles", len(out), roles_differ, dangling_differ)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@ abstracts. The same rule splits the boundaries (eval/sentences/boundaries.jsonl:
 (eval/sentences/roles.jsonl: 43 of 90 abstracts, 320 of 674 sentences) and the older eval/sentence_roles.jsonl
 (13 of 45 abstracts). A whole abstract is on one side: sentences of one abstract share its wording and layout.
 
+That split was looked at twice and is spent: its labels are training data now. The second round of role labels
+(eval/sentences/roles2-adjudicated.jsonl, issue 23) carries its own split in each row, fixed by sample2.py before
+any label existed: `heldout2` when `int(sha1("roles2:" + id)[:8], 16) % 100 < 30`, else `dev2`. The classifier
+trains on every split but `heldout2` (`split_of`).
+
     python eval/sentences/split.py      # prints the counts
 """
 
@@ -21,8 +26,13 @@ def heldout(abstract_id: str) -> bool:
     return int(hashlib.sha1(abstract_id.encode("utf-8")).hexdigest()[:8], 16) % 100 < 40
 
 
-def split_of(abstract_id: str) -> str:
-    return "heldout" if heldout(abstract_id) else "dev"
+def heldout2(abstract_id: str) -> bool:
+    return int(hashlib.sha1(f"roles2:{abstract_id}".encode()).hexdigest()[:8], 16) % 100 < 30
+
+
+def split_of(row: dict) -> str:
+    """A labelled row's split: its own `split` (second round), else the first round's rule on its abstract id."""
+    return row.get("split") or ("heldout" if heldout(row.get("id") or row["paper_id"]) else "dev")
 
 
 def boundaries(sentences: list[str]) -> tuple[set[int], int]:
@@ -45,6 +55,7 @@ def main() -> None:
         (HERE / "boundaries.jsonl", "id"),
         (HERE / "roles.jsonl", "id"),
         (HERE.parent / "sentence_roles.jsonl", "paper_id"),
+        (HERE / "roles2-adjudicated.jsonl", "id"),
     ):
         data = rows(path)
         ids = {r[key] for r in data}
