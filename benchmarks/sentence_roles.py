@@ -3,11 +3,12 @@
 --data-dir it scores the cue-phrase rules; with it, the fitted classifier (role_model.json, eval/fit_roles.py)
 the way answers use it, on the sentence vectors of that index (the conference index holds every labelled paper).
 
-    python benchmarks/sentence_roles.py [FILE] [--split dev|heldout|all] [--data-dir CONF]
+    python benchmarks/sentence_roles.py [FILE] [--split heldout2|dev2|dev|heldout|all] [--data-dir CONF]
 
-FILE defaults to eval/sentences/roles-adjudicated.jsonl (two readers, disagreements adjudicated:
-eval/sentences/adjudicate.py); the older eval/sentence_roles.jsonl (one reader, no dangling labels) also works.
-The split is eval/sentences/split.py's (by abstract id, fixed before tuning).
+FILE defaults to eval/sentences/roles2-adjudicated.jsonl (the second round: two readers, disagreements
+adjudicated by a third, eval/sentences/adjudicate.py), split heldout2, the one split the classifier is not fitted
+on. The first round's files (roles-adjudicated.jsonl; the older one-reader eval/sentence_roles.jsonl, no dangling
+labels) also work; their splits (dev, heldout) are training data now. Splits: eval/sentences/split.py.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rag_assistant.answer.roles import refers_back, role_model, sentence_role
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "eval" / "sentences"))
-from split import heldout  # noqa: E402
+from split import split_of  # noqa: E402
 
 sys.path.insert(0, str(REPO / "eval"))
 
@@ -37,20 +38,24 @@ def guesses(rows: list[dict], data_dir: Path | None) -> list[str]:
 
     if role_model() is None:
         raise SystemExit("no role_model.json: fit it with eval/fit_roles.py --write")
-    for r in rows:
-        r["abstract"] = r.get("id") or r["paper_id"]
     return classify(rows, vectors(rows, data_dir))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", nargs="?", type=Path, default=REPO / "eval/sentences/roles-adjudicated.jsonl")
-    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="heldout")
+    parser.add_argument("path", nargs="?", type=Path, default=REPO / "eval/sentences/roles2-adjudicated.jsonl")
+    parser.add_argument("--split", choices=("heldout2", "dev2", "dev", "heldout", "all"), default="heldout2")
     parser.add_argument("--data-dir", type=Path, help="score the classifier on this index's sentence vectors")
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.path.read_text().splitlines() if line.strip()]
+    for r in rows:
+        r["abstract"] = r.get("id") or r["paper_id"]
     if args.split != "all":
-        rows = [r for r in rows if heldout(r.get("id") or r["paper_id"]) == (args.split == "heldout")]
+        rows = [r for r in rows if split_of(r) == args.split]
+    if args.data_dir:
+        from fit_roles import indexed
+
+        rows = indexed(rows, args.data_dir)  # the classifier reads each paper's stored sentence vectors
     pairs = list(zip([r["role"] for r in rows], guesses(rows, args.data_dir), strict=True))
     confusion = Counter(pairs)
     correct = sum(n for (gold, guess), n in confusion.items() if gold == guess)

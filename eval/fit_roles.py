@@ -1,12 +1,14 @@
-"""Fit the sentence-role classifier (rag_assistant/answer/roles.py, `RoleModel`) on the DEV split of the hand
-labels and write it to rag_assistant/answer/role_model.json. Multinomial logistic regression (numpy, L2, the
-bias not penalised) over each sentence's vector as the index stores it plus the rules' cue features
-(`roles.cue_features`); the L2 strength is chosen by 5-fold cross-validation over dev abstracts (whole
+"""Fit the sentence-role classifier (rag_assistant/answer/roles.py, `RoleModel`) on the training labels (every
+split but `heldout2`) and write it to rag_assistant/answer/role_model.json. Multinomial logistic regression
+(numpy, L2, the bias not penalised) over each sentence's vector as the index stores it plus the rules' cue features
+(`roles.cue_features`); the L2 strength is chosen by 5-fold cross-validation over the training abstracts (whole
 abstracts per fold). The held-out split is never read here: benchmarks/sentence_roles.py scores it.
 
-Labels: eval/sentences/roles-adjudicated.jsonl and eval/sentence_roles.jsonl, dev abstracts only
-(eval/sentences/split.py). Vectors: the index's (`Retriever.sentence_vectors`) of the labelled papers, which
-must be in it: the conference index (bundled 38 + ../shared/corpus/icml2025_full/papers.jsonl) has all of them.
+Labels: eval/sentences/roles-adjudicated.jsonl, eval/sentence_roles.jsonl (the first round, whose held-out split
+is spent) and eval/sentences/roles2-adjudicated.jsonl (the second round, split dev2 / heldout2;
+eval/sentences/split.py). Vectors: the index's (`Retriever.sentence_vectors`) of the labelled papers: the
+conference index (bundled 38 + ../shared/corpus/icml2025_full/papers.jsonl) has all but the full file's copies
+of two bundled papers (kept under their bundled ids), whose sentences are left out.
 
     python eval/fit_roles.py --data-dir CONF [--write] [--cache FILE]
 """
@@ -23,14 +25,19 @@ import numpy as np
 
 EVAL = Path(__file__).resolve().parent
 sys.path.insert(0, str(EVAL / "sentences"))
-from split import heldout  # noqa: E402
+from split import split_of  # noqa: E402
 
-LABELS = (EVAL / "sentences" / "roles-adjudicated.jsonl", EVAL / "sentence_roles.jsonl")
+LABELS = (
+    EVAL / "sentences" / "roles-adjudicated.jsonl",
+    EVAL / "sentence_roles.jsonl",
+    EVAL / "sentences" / "roles2-adjudicated.jsonl",
+)
 L2_GRID = (3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 
 
 def labelled(split: str, paths: tuple[Path, ...] = LABELS) -> list[dict]:
-    """The labelled sentences of one split ("dev", "heldout" or "all"), each with `abstract` (its paper id)."""
+    """The labelled sentences of one split (`split_of`: "dev", "heldout", "dev2", "heldout2"), of "train" (all
+    but heldout2) or of "all", each with `abstract` (its paper id)."""
     out = []
     for path in paths:
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -38,9 +45,23 @@ def labelled(split: str, paths: tuple[Path, ...] = LABELS) -> list[dict]:
             if row is None:
                 continue
             row["abstract"] = row.get("id") or row["paper_id"]
-            if split == "all" or heldout(row["abstract"]) == (split == "heldout"):
+            own = split_of(row)
+            if split == own or split == "all" or (split == "train" and own != "heldout2"):
                 out.append(row)
     return out
+
+
+def indexed(rows: list[dict], data_dir: Path) -> list[dict]:
+    """The rows whose paper the index holds (the conference index skips the full file's copies of bundled papers,
+    and two labelled abstracts name such a copy by its full-file id)."""
+    from rag_assistant.config import load_settings
+    from rag_assistant.retrieve import Retriever
+
+    held = Retriever(load_settings(data_dir=data_dir)).papers(sorted({r["abstract"] for r in rows}))
+    kept = [r for r in rows if r["abstract"] in held]
+    if len(kept) < len(rows):
+        print(f"left out {len(rows) - len(kept)} labelled sentences of papers not in {data_dir}", file=sys.stderr)
+    return kept
 
 
 def vectors(rows: list[dict], data_dir: Path, cache: Path | None = None) -> np.ndarray:
@@ -160,12 +181,12 @@ def main() -> int:
     args = ap.parse_args()
     from rag_assistant.answer.roles import MODEL_FILE, ROLES, sentence_role
 
-    rows = labelled("dev")
+    rows = indexed(labelled("train"), args.data_dir)
     vecs = vectors(rows, args.data_dir, args.cache)
     x = design(rows, vecs)
     y = np.array([ROLES.index(r["role"]) for r in rows])
     rules = np.mean([sentence_role(r["sentence"], r["position"], r["n_sentences"]) == r["role"] for r in rows])
-    print(f"dev: {len(rows)} sentences of {len({r['abstract'] for r in rows})} abstracts; rules accuracy {rules:.3f}")
+    print(f"train: {len(rows)} sentences of {len({r['abstract'] for r in rows})} abstracts; rules accuracy {rules:.3f}")
     scores = {l2: cross_validate(rows, x, y, l2) for l2 in L2_GRID}
     for l2, acc in scores.items():
         print(f"  l2 {l2:>6}: 5-fold accuracy {acc:.3f}")
@@ -183,7 +204,7 @@ def main() -> int:
                 for k, v in model.items()
             },
             "l2": best,
-            "note": f"eval/fit_roles.py: {len(rows)} dev sentences, 5-fold accuracy {scores[best]:.3f}",
+            "note": f"eval/fit_roles.py: {len(rows)} training sentences, 5-fold accuracy {scores[best]:.3f}",
         }
         MODEL_FILE.write_text(json.dumps(out) + "\n", encoding="utf-8")
         print(f"wrote {MODEL_FILE}")

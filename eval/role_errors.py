@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fit_roles import design, fit, labelled, predict, vectors  # noqa: E402
+from fit_roles import design, fit, indexed, labelled, predict, vectors  # noqa: E402
 
 
 def cross_predictions(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, folds: int = 5) -> np.ndarray:
@@ -32,19 +32,6 @@ def cross_predictions(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float,
     return out
 
 
-def _indexed(rows: list[dict], data_dir: Path) -> list[dict]:
-    """The rows whose paper the index holds (the conference index skips the full file's copies of bundled papers,
-    and one label names such a copy by its full-file id)."""
-    from rag_assistant.config import load_settings
-    from rag_assistant.retrieve import Retriever
-
-    held = Retriever(load_settings(data_dir=data_dir)).papers(sorted({r["abstract"] for r in rows}))
-    kept = [r for r in rows if r["abstract"] in held]
-    if len(kept) < len(rows):
-        print(f"left out {len(rows) - len(kept)} labelled sentences of papers not in {data_dir}")
-    return kept
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, required=True)
@@ -53,12 +40,12 @@ def main() -> int:
     args = ap.parse_args()
     from rag_assistant.answer.roles import MODEL_FILE, ROLES
 
-    rows = _indexed(labelled("dev"), args.data_dir)
+    rows = indexed(labelled("train"), args.data_dir)
     x = design(rows, vectors(rows, args.data_dir, args.cache))
     y = np.array([ROLES.index(r["role"]) for r in rows])
     l2 = json.loads(MODEL_FILE.read_text(encoding="utf-8"))["l2"]
     guess = cross_predictions(rows, x, y, l2)
-    print(f"dev: {len(rows)} sentences, l2 {l2}; 5-fold accuracy {np.mean(guess == y):.3f}")
+    print(f"train: {len(rows)} sentences, l2 {l2}; 5-fold accuracy {np.mean(guess == y):.3f}")
     print("confusion (rows: label, columns: predicted)")
     print(" " * 12 + "".join(f"{r:>12}" for r in ROLES))
     for i, role in enumerate(ROLES):

@@ -1,4 +1,4 @@
-"""The sentence-role classifier (answer/roles.py `RoleModel`, fitted by eval/fit_roles.py on the dev labels):
+"""The sentence-role classifier (answer/roles.py `RoleModel`, fitted by eval/fit_roles.py on the training labels):
 answers read it from the sentence vectors the index stores, it falls back to the cue-phrase rules when there are
 no vectors of its kind, and on the held-out labels it beats the rules."""
 
@@ -49,9 +49,9 @@ def test_roles_come_from_the_classifier_only_with_vectors_of_its_kind() -> None:
 
 @pytest.mark.slow
 def test_the_classifier_beats_the_rules_on_held_out_labels(cli, tmp_path: Path) -> None:
-    """The held-out abstracts (labelled whole, so their sentences are their text) ingested like any corpus; each
+    """The heldout2 abstracts (labelled whole, so their sentences are their text) ingested like any corpus; each
     sentence classified from the vector the index stores for it."""
-    rows = labelled("heldout")
+    rows = labelled("heldout2")
     by_abstract: dict[str, list[dict]] = {}
     for r in rows:
         by_abstract.setdefault(r["abstract"], []).append(r)
