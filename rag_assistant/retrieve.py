@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag_assistant.config import Settings
-from rag_assistant.corpus.models import Paper
+from rag_assistant.corpus.models import DUPLICATE_IDS, Paper
 from rag_assistant.errors import EmptyIndexError, FilterError
 from rag_assistant.index.embedding import Embedder, get_embedder
 from rag_assistant.index.filters import chroma_where, resolve
@@ -328,6 +328,7 @@ class Retriever:
                 agg.keyword,
                 len(sources) + 1,
                 [texts[c] for c in best if c in texts],
+                list(papers[pid].metadata.get(DUPLICATE_IDS, ())),  # copies the load skipped
             )
             seen_text[text_hash] = source
             sources.append(source)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rag_assistant.corpus import bundled_corpus_path, load_corpus
+from rag_assistant.corpus.fields import normalise
 from rag_assistant.errors import CorpusError
 
 
@@ -102,6 +103,36 @@ def test_duplicates_are_warned_and_skipped(tmp_path: Path) -> None:
     loaded = load_corpus([tmp_path / "dup.jsonl"])
     assert [p.paper_id for p in loaded.papers] == ["d1"]
     assert len(loaded.warnings) == 2 and "dup.jsonl" in loaded.warnings[0]
+
+
+def test_a_skipped_copy_of_an_abstract_gives_the_kept_paper_what_only_it_knows(tmp_path: Path) -> None:
+    """The bundled text files and the conference's JSON Lines hold the same abstracts; the text copy comes first
+    and has no authors, so the JSON copy's fields must not be dropped with it."""
+    (tmp_path / "a.txt").write_text("Papers\n\nRouting tokens to sparse experts saves compute.\n")
+    (tmp_path / "b.jsonl").write_text(
+        json.dumps(
+            {
+                "id": "j1",
+                "abstract": "Routing tokens to  sparse experts saves compute.",
+                "title": "SparseRoute",
+                "authors": ["Ada Lovelace"],
+                "topic": "Deep Learning",
+            }
+        )
+        + "\n"
+    )
+    loaded = load_corpus([tmp_path / "a.txt", tmp_path / "b.jsonl"])
+    (paper,) = loaded.papers
+    assert paper.paper_id == "a:0" and paper.title == "SparseRoute"
+    assert paper.metadata == {"authors": ["Ada Lovelace"], "topic": "Deep Learning", "duplicate_ids": ["j1"]}
+    assert "same abstract as a:0, skipped (its id, title and fields kept with it)" in loaded.warnings[0]
+    assert "duplicate_ids" not in normalise(paper.metadata)  # ids, not a field to filter by
+    (tmp_path / "c.jsonl").write_text(
+        json.dumps({"id": "c1", "abstract": "Routing tokens to sparse experts saves compute.", "topic": "Theory"})
+        + "\n"
+    )
+    (kept,) = load_corpus([tmp_path / "b.jsonl", tmp_path / "c.jsonl"]).papers
+    assert kept.paper_id == "j1" and kept.metadata["topic"] == "Deep Learning"  # the kept paper's own values win
 
 
 def test_same_id_different_text_is_an_error(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from rag_assistant.corpus.models import DUPLICATE_IDS
+
 MAX_VALUE = 300  # longer strings are not filter values (an abstract-like field)
 FieldValue = str | int | float | bool
 
@@ -153,7 +155,7 @@ def normalise(metadata: Mapping[str, Any]) -> dict[str, FieldValue | list[FieldV
             used.add(name.split(".")[0])  # type: ignore[union-attr]
     for key, raw in metadata.items():
         name = field_key(str(key))
-        if str(key).lower() in used or name in out:
+        if str(key).lower() in used or name in out or key == DUPLICATE_IDS:  # ids, not a field to filter by
             continue
         raw = _unwrap(raw)
         items = [_scalar(v) for v in raw] if isinstance(raw, list) else [_scalar(raw)]

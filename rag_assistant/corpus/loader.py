@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
-from rag_assistant.corpus.models import Paper
+from rag_assistant.corpus.models import DUPLICATE_IDS, Paper
 from rag_assistant.corpus.parsers import PARSERS, location, short_stem
 from rag_assistant.errors import CorpusError
 
@@ -58,6 +58,18 @@ def _where(path: Path, paper: Paper) -> str:
     return location(path, paper.line, paper.position)
 
 
+def _merged(kept: Paper, copy: Paper) -> Paper:
+    """The kept paper with what only its skipped copy knows: the copy's id (`DUPLICATE_IDS`, so a question or an
+    evaluation that names the copy still finds the paper), a title, metadata fields it lacks (authors, track, ...).
+    The same abstract in two corpora (the bundled text files and the conference's JSON Lines) must not lose the
+    richer copy's authors because the poorer one came first. The kept paper's own values win."""
+    fields = {
+        k: v for k, v in copy.metadata.items() if k not in kept.metadata and k not in ("original_id", DUPLICATE_IDS)
+    }
+    ids = [*kept.metadata.get(DUPLICATE_IDS, []), copy.paper_id, *copy.metadata.get(DUPLICATE_IDS, [])]
+    return replace(kept, title=kept.title or copy.title, metadata={**kept.metadata, **fields, DUPLICATE_IDS: ids})
+
+
 def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: int = 20_000) -> CorpusLoad:
     """Parse every file. Problems are collected (all of them, so the user fixes them in one go), one per bad
     file or record; with skip_bad the bad records (or unreadable files) are left out and the rest kept,
@@ -94,8 +106,13 @@ def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: i
                     )
                 continue
             if text_hash in by_text:
-                other = by_text[text_hash]
-                result.warnings.append(f"{where}: same abstract as {other.paper_id}, skipped")
+                kept = by_text[text_hash]
+                merged = _merged(kept, paper)
+                result.warnings.append(
+                    f"{where}: same abstract as {kept.paper_id}, skipped (its id, title and fields kept with it)"
+                )
+                result.papers[result.papers.index(kept)] = by_text[text_hash] = merged
+                by_id[kept.paper_id] = (by_id[kept.paper_id][0], merged)
                 continue
             by_id[paper.paper_id] = (path, paper)
             by_text[text_hash] = paper

@@ -10,6 +10,8 @@ from typing import Any
 # What the index derives from a paper's metadata (corpus/fields.py, stored as filterable fields): part of the
 # content hash of papers with metadata, so a re-ingest rewrites (and upgrades) those stored by an older version.
 FIELDS_VERSION = 1
+# Metadata key: the ids of other records with the same abstract that a load skipped (corpus/loader.py).
+DUPLICATE_IDS = "duplicate_ids"
 
 
 @dataclass(frozen=True)
