@@ -11,6 +11,13 @@ answers choose sentences): a line is bad when its role is background or other, o
 (roles.refers_back) and the answer does not quote the sentence before it in the abstract just before it. A line
 quoted from inside its sentence (it starts with quotes.TRIM: "…we propose X") is judged on what it quotes.
 `--show N` prints N bad lines, picked at random (seed 0), for reading.
+
+Both judges above are the product's own labellers, and the classifier also chooses the lines. A reader's judgment
+is the independent one: `--export FILE` writes each distinct quote of the runs' cited lines once, with its abstract
+(cut as answers cut it), for readers to label by eval/sentences/ROLES.md (the role of the sentence, and whether
+the quote as shown is dangling); `--readers FILE` (those rows with `role` and `dangling` added) scores one run by
+them: a line is bad when its role is background or other, or when it is dangling and the answer did not quote the
+sentence before it just before it.
 """
 
 from __future__ import annotations
@@ -74,10 +81,9 @@ def classifier_roles(data_dir: Path) -> Roles:
     return roles
 
 
-def judge(answer: str, by_id: dict[str, list[str]], roles_of: Roles = rule_roles) -> list[tuple[str, str]]:
-    """(verdict, line) for each cited sentence: ok, background, other, dangling, or unmatched."""
-    out: list[tuple[str, str]] = []
-    last: tuple[str, int] | None = None
+def cited_lines(answer: str, by_id: dict[str, list[str]]) -> list[tuple[str, str, str, int | None]]:
+    """(line, what it quotes, cited paper id, matched position in that paper's sentences) per cited sentence."""
+    out: list[tuple[str, str, str, int | None]] = []
     for line in split_sentences(answer.replace("\n", " ")):
         ids = [m.group(1) for m in _CITED.finditer(line)]
         paper = next((by_id[i] for i in ids if i in by_id), None)
@@ -85,7 +91,16 @@ def judge(answer: str, by_id: dict[str, list[str]], roles_of: Roles = rule_roles
             continue
         pid = next(i for i in ids if i in by_id)
         quoted = _CITED.sub("", line).strip().lstrip("-*\u2022 ")  # a list item is judged without its marker
-        pos = _match(quoted, paper)
+        out.append((line, quoted, pid, _match(quoted, paper)))
+    return out
+
+
+def judge(answer: str, by_id: dict[str, list[str]], roles_of: Roles = rule_roles) -> list[tuple[str, str]]:
+    """(verdict, line) for each cited sentence: ok, background, other, dangling, or unmatched."""
+    out: list[tuple[str, str]] = []
+    last: tuple[str, int] | None = None
+    for line, quoted, pid, pos in cited_lines(answer, by_id):
+        paper = by_id[pid]
         if pos is None:
             out.append(("unmatched", line))
             continue
@@ -101,16 +116,66 @@ def judge(answer: str, by_id: dict[str, list[str]], roles_of: Roles = rule_roles
     return out
 
 
+def _lines(run: Path, by_id: dict[str, list[str]]) -> list[tuple[str, str, int, bool]]:
+    """(what it quotes, paper id, position, quoted just after the sentence before it) per matched cited line."""
+    out = []
+    for record in map(json.loads, (run / "results.jsonl").read_text().splitlines()):
+        if record.get("abstained") or not record.get("answer"):
+            continue
+        last: tuple[str, int] | None = None
+        for _, quoted, pid, pos in cited_lines(record["answer"], by_id):
+            if pos is not None:
+                out.append((quoted, pid, pos, last == (pid, pos - 1)))
+                last = (pid, pos)
+    return out
+
+
+def export(runs: list[Path], by_id: dict[str, list[str]], out: Path) -> None:
+    """Each distinct quote of the runs' cited lines once, with its abstract: what a reader needs to label it."""
+    seen: dict[tuple[str, str, int], dict] = {}
+    for run in runs:
+        for quoted, pid, pos, _ in _lines(run, by_id):
+            seen.setdefault(
+                (quoted, pid, pos), {"quoted": quoted, "paper": pid, "position": pos, "abstract": by_id[pid]}
+            )
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in seen.values()), encoding="utf-8")
+    print(f"wrote {len(seen)} distinct quotes to {out}")
+
+
+def by_readers(run: Path, by_id: dict[str, list[str]], labels: Path) -> None:
+    label = {(r["quoted"], r["paper"], r["position"]): r for r in map(json.loads, labels.read_text().splitlines())}
+    counts: Counter[str] = Counter()
+    for quoted, pid, pos, after_antecedent in _lines(run, by_id):
+        read = label.get((quoted, pid, pos))
+        if read is None:
+            raise SystemExit(f"no reader label for a line of {run}: export it with --export and label it")
+        if read["role"] in (BACKGROUND, OTHER):
+            counts[read["role"]] += 1
+        elif read["dangling"] and not after_antecedent:
+            counts["dangling"] += 1
+        else:
+            counts["ok"] += 1
+    judged = sum(counts.values())
+    parts = ", ".join(f"{v} {counts[v]}" for v in ("background", "other", "dangling"))
+    print(f"{run}, by readers ({labels.name}): {judged} lines; bad {1 - counts['ok'] / judged:.3f} ({parts})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--corpus", action="append", type=Path, help="default: the conference file and bundled")
     parser.add_argument("--show", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, help="judge roles with the classifier on this index's vectors")
+    parser.add_argument("--export", type=Path, help="write the runs' distinct quotes here for readers to label")
+    parser.add_argument("--readers", type=Path, help="score the run by these reader labels of --export's quotes")
     args = parser.parse_args()
     roles_of = classifier_roles(args.data_dir) if args.data_dir else rule_roles
     paths = args.corpus or [p for p in (CONFERENCE, bundled_corpus_path()) if p.exists()]
     by_id = abstracts(paths)
+    if args.export:
+        return export(args.runs, by_id, args.export)
+    if args.readers:
+        return by_readers(args.runs[0], by_id, args.readers)
     for run in args.runs:
         counts: Counter[str] = Counter()
         bad: list[tuple[str, str, str]] = []
