@@ -56,6 +56,8 @@ def main() -> None:
         from fit_roles import indexed
 
         rows = indexed(rows, args.data_dir)  # the classifier reads each paper's stored sentence vectors
+    if not rows:
+        raise SystemExit(f"{args.path.name} has no {args.split} sentences")
     pairs = list(zip([r["role"] for r in rows], guesses(rows, args.data_dir), strict=True))
     confusion = Counter(pairs)
     correct = sum(n for (gold, guess), n in confusion.items() if gold == guess)

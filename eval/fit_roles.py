@@ -33,6 +33,7 @@ LABELS = (
     EVAL / "sentences" / "roles2-adjudicated.jsonl",
 )
 L2_GRID = (3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
+BACKGROUND_AT = (0.5, 0.45, 0.4, 0.35, 0.3)  # P(background) from which a sentence is background
 
 
 def labelled(split: str, paths: tuple[Path, ...] = LABELS) -> list[dict]:
@@ -157,20 +158,28 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, iters: int = 3000) -> dict[str,
     return {"weights": w, "bias": b, "mean": mean, "scale": scale}
 
 
-def predict(model: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
-    return np.argmax(((x - model["mean"]) / model["scale"]) @ model["weights"] + model["bias"], axis=1)
+def probabilities(model: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    z = ((x - model["mean"]) / model["scale"]) @ model["weights"] + model["bias"]
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
 
 
-def cross_validate(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, folds: int = 5) -> float:
-    """Accuracy over dev with whole abstracts per fold (sentences of one abstract share its wording)."""
+def predict(model: dict[str, np.ndarray], x: np.ndarray, background_at: float = 0.5) -> np.ndarray:
+    """As `RoleModel.predict`: background (index 0) from `background_at` on, else the likeliest role."""
+    p = probabilities(model, x)
+    return np.where(p[:, 0] >= background_at, 0, p.argmax(axis=1))
+
+
+def cross_validate(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, folds: int = 5) -> dict[float, float]:
+    """Accuracy per background cut (BACKGROUND_AT) over the training labels, whole abstracts per fold (sentences
+    of one abstract share its wording)."""
     abstracts = sorted({r["abstract"] for r in rows})
     fold_of = {a: i % folds for i, a in enumerate(abstracts)}
     fold = np.array([fold_of[r["abstract"]] for r in rows])
-    right = 0
+    p = np.zeros((len(y), int(y.max()) + 1))
     for f in range(folds):
-        model = fit(x[fold != f], y[fold != f], l2)
-        right += int((predict(model, x[fold == f]) == y[fold == f]).sum())
-    return right / len(y)
+        p[fold == f] = probabilities(fit(x[fold != f], y[fold != f], l2), x[fold == f])
+    return {cut: float(np.mean(np.where(p[:, 0] >= cut, 0, p.argmax(axis=1)) == y)) for cut in BACKGROUND_AT}
 
 
 def main() -> int:
@@ -187,12 +196,13 @@ def main() -> int:
     y = np.array([ROLES.index(r["role"]) for r in rows])
     rules = np.mean([sentence_role(r["sentence"], r["position"], r["n_sentences"]) == r["role"] for r in rows])
     print(f"train: {len(rows)} sentences of {len({r['abstract'] for r in rows})} abstracts; rules accuracy {rules:.3f}")
-    scores = {l2: cross_validate(rows, x, y, l2) for l2 in L2_GRID}
-    for l2, acc in scores.items():
-        print(f"  l2 {l2:>6}: 5-fold accuracy {acc:.3f}")
-    best = max(scores, key=lambda l2: (scores[l2], l2))  # ties: the stronger penalty
-    model = fit(x, y, best)
-    print(f"chosen l2 {best}; dev (training) accuracy {np.mean(predict(model, x) == y):.3f}")
+    scores = {(l2, cut): acc for l2 in L2_GRID for cut, acc in cross_validate(rows, x, y, l2).items()}
+    for l2 in L2_GRID:
+        print(f"  l2 {l2:>6}: 5-fold accuracy " + ", ".join(f"{scores[l2, c]:.3f} (cut {c})" for c in BACKGROUND_AT))
+    best = max(scores, key=lambda k: (scores[k], k))  # ties: the stronger penalty, the higher cut
+    l2, cut = best
+    model = fit(x, y, l2)
+    print(f"chosen l2 {l2}, background cut {cut}; training accuracy {np.mean(predict(model, x, cut) == y):.3f}")
     if args.write:
         out = {
             "dim": int(vecs.shape[1]),
@@ -203,7 +213,8 @@ def main() -> int:
                 else [[float(f"{x:.6g}") for x in r] for r in v]
                 for k, v in model.items()
             },
-            "l2": best,
+            "l2": l2,
+            "background_at": cut,
             "note": f"eval/fit_roles.py: {len(rows)} training sentences, 5-fold accuracy {scores[best]:.3f}",
         }
         MODEL_FILE.write_text(json.dumps(out) + "\n", encoding="utf-8")

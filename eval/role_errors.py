@@ -1,7 +1,7 @@
-"""What limits the sentence-role classifier, on the DEV split only (issue 23): its 5-fold cross-validated
-predictions (whole abstracts per fold, the L2 of role_model.json), as a confusion matrix, and its accuracy where
-the two readers of eval/sentences/roles-adjudicated.jsonl agreed and where they did not (then the adjudicated
-label is the target), with the readers' own agreement. The held-out split is never read.
+"""What limits the sentence-role classifier, on the training labels only (issue 23): its 5-fold cross-validated
+predictions (whole abstracts per fold, the L2 and background cut of role_model.json), as a confusion matrix,
+and its accuracy where the two readers agreed and where they did not (then the adjudicated label is the
+target), with the readers' own agreement. The held-out split (heldout2) is never read.
 
     python eval/role_errors.py --data-dir CONF [--cache FILE] [--show N]
 """
@@ -21,14 +21,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_roles import design, fit, indexed, labelled, predict, vectors  # noqa: E402
 
 
-def cross_predictions(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, folds: int = 5) -> np.ndarray:
+def cross_predictions(
+    rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, cut: float, folds: int = 5
+) -> np.ndarray:
     """Each row's role as predicted by a model fitted on the other folds (folds as fit_roles.cross_validate)."""
     abstracts = sorted({r["abstract"] for r in rows})
     fold_of = {a: i % folds for i, a in enumerate(abstracts)}
     fold = np.array([fold_of[r["abstract"]] for r in rows])
     out = np.zeros(len(rows), dtype=int)
     for f in range(folds):
-        out[fold == f] = predict(fit(x[fold != f], y[fold != f], l2), x[fold == f])
+        out[fold == f] = predict(fit(x[fold != f], y[fold != f], l2), x[fold == f], cut)
     return out
 
 
@@ -43,9 +45,10 @@ def main() -> int:
     rows = indexed(labelled("train"), args.data_dir)
     x = design(rows, vectors(rows, args.data_dir, args.cache))
     y = np.array([ROLES.index(r["role"]) for r in rows])
-    l2 = json.loads(MODEL_FILE.read_text(encoding="utf-8"))["l2"]
-    guess = cross_predictions(rows, x, y, l2)
-    print(f"train: {len(rows)} sentences, l2 {l2}; 5-fold accuracy {np.mean(guess == y):.3f}")
+    chosen = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
+    l2, cut = chosen["l2"], chosen.get("background_at", 0.5)
+    guess = cross_predictions(rows, x, y, l2, cut)
+    print(f"train: {len(rows)} sentences, l2 {l2}, background cut {cut}; 5-fold accuracy {np.mean(guess == y):.3f}")
     print("confusion (rows: label, columns: predicted)")
     print(" " * 12 + "".join(f"{r:>12}" for r in ROLES))
     for i, role in enumerate(ROLES):

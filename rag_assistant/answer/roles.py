@@ -36,7 +36,10 @@ _OTHER = re.compile(
     r"|\b(findings|results|work|study|analysis|experiments)\b[^.;]{0,20}?\b(highlights?|underscores?|emphasi[sz]es?)\b"
     r"[^.;]{0,20}?\b(importance|need)\b"
     r"|\b(marks?|represents?|takes?) an? (significant|important|major|crucial|first|key) steps? "
-    r"(toward|towards|forward)\b",
+    r"(toward|towards|forward)\b"
+    # beliefs and promises with no finding of their own (the readers' labels of answer lines, issue 23)
+    r"|\bwe believe\b|\bhighlights? the (potential|promise)\b|\blay(s|ing)? (the )?(foundation|groundwork)\b"
+    r"|\bprovides? an opportunity to\b",
     re.I,
 )
 _RESULT = re.compile(
@@ -153,9 +156,16 @@ class RoleModel:
     bias: np.ndarray
     mean: np.ndarray
     scale: np.ndarray
+    # background from this probability on, else the likeliest role: a background sentence taken for a claim is
+    # what an answer would quote, so the cut is chosen by cross-validation (eval/fit_roles.py)
+    background_at: float = 0.5
 
     def predict(self, x: np.ndarray) -> list[str]:
-        return [ROLES[i] for i in np.argmax(((x - self.mean) / self.scale) @ self.weights + self.bias, axis=1)]
+        z = ((x - self.mean) / self.scale) @ self.weights + self.bias
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        background = ROLES.index(BACKGROUND)
+        return [ROLES[i] for i in np.where(p[:, background] >= self.background_at, background, p.argmax(axis=1))]
 
     def roles(self, sentences: list[str], vectors: np.ndarray) -> list[str]:
         return self.predict(role_features(sentences, vectors))
@@ -168,7 +178,9 @@ def role_model() -> RoleModel | None:
         return None
     raw = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
     return RoleModel(
-        raw["dim"], *(np.array(raw[key], dtype=np.float64) for key in ("weights", "bias", "mean", "scale"))
+        raw["dim"],
+        *(np.array(raw[key], dtype=np.float64) for key in ("weights", "bias", "mean", "scale")),
+        raw.get("background_at", 0.5),
     )
 
 
@@ -179,8 +191,17 @@ def abstract_roles(sentences: list[str], vectors: np.ndarray | None = None) -> l
     if model is not None and vectors is not None and np.shape(vectors) == (len(sentences), model.dim) and sentences:
         # filler is never a line (issue 23): its cue phrases overrule the classifier, which saw few of them
         guessed = model.roles(sentences, vectors)
-        return [OTHER if _OTHER.search(s) else role for s, role in zip(sentences, guessed, strict=True)]
+        return [_overruled(s, i, role) for i, (s, role) in enumerate(zip(sentences, guessed, strict=True))]
     return [sentence_role(s, i, len(sentences)) for i, s in enumerate(sentences)]
+
+
+def _overruled(sentence: str, position: int, role: str) -> str:
+    """Where cue phrases are surer than the classifier: filler (never a line, issue 23; the classifier saw few),
+    and an opening sentence that is not the paper's own ("X is a fundamental task ..."): background for all 235
+    such training labels."""
+    if _OTHER.search(sentence):
+        return OTHER
+    return BACKGROUND if position == 0 and not _OWN.search(sentence) else role
 
 
 # A sentence whose opening refers back to something only an earlier sentence names ("To alleviate this, ...",
@@ -192,23 +213,27 @@ _ANAPHOR = rf"(?:this{_SELF}|these|those|such|it|its|they|their|them|above|afore
 _REFERS_BACK = re.compile(
     r"^(?:"
     r"to (?:address|alleviate|tackle|overcome|mitigate|solve|remedy|fill|bridge|close|meet|achieve|resolve|handle"
-    rf"|fix|answer|circumvent)\b[^,]{{0,40}}?\b{_ANAPHOR}\b"
+    rf"|fix|answer|circumvent|counter|combat|avoid)\b[^,]{{0,40}}?\b{_ANAPHOR}\b"
     r"|(?:building|based|drawing|relying|inspired|motivated|guided|grounded) (?:on|by|upon)\b"
     rf"[^,]{{0,30}}?\b{_ANAPHOR}\b"
     rf"|(?:given|despite|with|through|in|under|from|beyond|unlike|within|against|for|by|using|via) {_ANAPHOR}\b"
     r"|(?:consequently|therefore|thus|hence|moreover|furthermore|additionally|in addition|in particular|specifically"
     r"|similarly|likewise|nevertheless|nonetheless|however|instead|as a result|as such|in turn|accordingly|finally"
-    r"|then|next|besides)\b[^.]{0,60}?\b"
+    r"|then|next|besides|first|second|third|lastly)\b[^.]{0,60}?\b"
     rf"(?:{_ANAPHOR}|the (?:\w+ ){{0,2}}(?:method|model|approach|framework|estimator|problem|findings|results?"
     r"|analysis|algorithm|task|issue|gap|challenge|limitation|strategy|paradigm|setting|process|module|phenomenon"
-    r"|question))\b"
+    r"|question|stage|step|phase))\b"
     rf"|{_ANAPHOR}\b"
     r"|the (?:\w+[- ]){0,2}(?:findings|analysis|results|problem|issue|gap|challenge|limitation|question|phenomenon)\b"
     r"|\w+ (?:of|in|among|on) (?:these|those|such|them|this)\b"
     r"|(?:in this (?:paper|work|study),? )?(?:we|our \w+|this (?:paper|work|study))\b[^,.;]{0,60}?"
     rf"\b(?:this{_SELF}|these|those|such|its|their|they|them)\b"
     r"|(?:to this end|in doing so|to do so|for (?:instance|example)|conversely|collectively|in contrast"
-    r"|importantly)\b"
+    r"|importantly|in response|in the (?:first|second|third|final|next|last) (?:stage|step|phase))\b"
+    # "Training models on this sensitive data ...": the referent inside the subject's own phrase (dev labels: 11 of
+    # the 11 sentences this adds are dangling)
+    r"|[^,.;:]{0,50}?\b(?:with|using|of|on|from|by|for|in|under|via|to) (?:this|these|those|such) "
+    r"(?!paper\b|work\b|study\b|article\b|position\b)\w+"
     r"|[^,]{0,40}\b(?:this|these|those) (?!paper\b|work\b|study\b)\w+ (?:\w+ )?(?:is|are|was|were|has|have|can"
     r"|does|do|leads?|enables?|allows?|makes?|provides?|yields?|overlooks?|remains?|suffers?)\b"
     r")",
