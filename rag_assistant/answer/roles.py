@@ -7,8 +7,9 @@ A sentence's role comes from a small classifier when its vector is at hand (answ
 stores): multinomial logistic regression over the vector, the cue phrases below, its position, and its
 neighbours' cues (`role_features`), fitted on the dev labels by eval/fit_roles.py and applied with numpy from
 role_model.json. Without vectors of its kind, cue-phrase rules decide (`sentence_role`): abstracts follow a strong
-convention (context, gap, "we propose", "we show"). On the held-out labels (eval/sentences/roles-adjudicated.jsonl)
-the classifier scores 0.844, the rules 0.809 (`benchmarks/sentence_roles.py [--data-dir CONF]`).
+convention (context, gap, "we propose", "we show"). On the held-out labels (heldout2 of
+eval/sentences/roles2-adjudicated.jsonl, 345 sentences) the classifier scores 0.829, the rules 0.783
+(`benchmarks/sentence_roles.py [--data-dir CONF]`).
 """
 
 from __future__ import annotations
@@ -206,7 +207,7 @@ def _overruled(sentence: str, position: int, role: str) -> str:
 
 # A sentence whose opening refers back to something only an earlier sentence names ("To alleviate this, ...",
 # "These systems ...", "For instance, ...", "we bridge this gap"): quoted alone, the reader cannot tell what it
-# means. Tuned on the dev split of eval/sentences/roles-adjudicated.jsonl (benchmarks/sentence_roles.py).
+# means. Tuned on the training labels (benchmarks/sentence_roles.py --split dev2; the first round's files).
 # "this paper/work/study" names the paper itself and refers to nothing before.
 _SELF = r"(?! (?:paper|work|study|article|position paper|thesis|report)\b)"
 _ANAPHOR = rf"(?:this{_SELF}|these|those|such|it|its|they|their|them|above|aforementioned|the former|the latter)"
