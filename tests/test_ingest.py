@@ -203,3 +203,21 @@ def test_ingests_into_new_data_dirs_keep_no_descriptors_open(tmp_path: Path) -> 
     for i in range(3):
         ingest_papers(papers, Settings(data_dir=tmp_path / f"dir{i}"))
     assert len(os.listdir("/proc/self/fd")) - before < 10  # was +20 per data dir
+
+
+def test_the_same_abstract_in_two_files_is_one_paper_with_both_ids_and_the_richer_fields(tmp_path: Path) -> None:
+    """The GUIDE's conference index: the bundled text files and papers.jsonl hold the same abstracts, the text copy
+    first and without authors. The paper keeps its text id, answers the author filter, and names the JSON id as a
+    duplicate, so a question set that uses either id scores it."""
+    from rag_assistant.index.filters import parse_filters
+
+    text = load_corpus([bundled_corpus_path()]).papers[17].text
+    (tmp_path / "seed.txt").write_text("ICML 2025 Papers\n\n" + text + "\n")
+    record = {"id": "j17", "abstract": text, "authors": ["Ada Lovelace"], "topic": "Deep Learning"}
+    loaded = load_corpus([tmp_path / "seed.txt", _write_jsonl(tmp_path / "full.jsonl", [record])])
+    ingest_papers(loaded.papers, Settings())
+    retriever = Retriever(Settings())
+    retriever.restrict(parse_filters(authors=["Ada Lovelace"]))
+    (hit,) = retriever.search(text[:120], 3)
+    assert hit.paper_id == "seed:0" and hit.duplicates == ["j17"]
+    assert hit.paper.metadata["authors"] == ["Ada Lovelace"]
