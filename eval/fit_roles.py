@@ -158,28 +158,33 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, iters: int = 3000) -> dict[str,
     return {"weights": w, "bias": b, "mean": mean, "scale": scale}
 
 
-def probabilities(model: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
-    z = ((x - model["mean"]) / model["scale"]) @ model["weights"] + model["bias"]
-    p = np.exp(z - z.max(axis=1, keepdims=True))
-    return p / p.sum(axis=1, keepdims=True)
-
-
 def predict(model: dict[str, np.ndarray], x: np.ndarray, background_at: float = 0.5) -> np.ndarray:
-    """As `RoleModel.predict`: background (index 0) from `background_at` on, else the likeliest role."""
-    p = probabilities(model, x)
-    return np.where(p[:, 0] >= background_at, 0, p.argmax(axis=1))
+    """Role indices as `RoleModel.predict` picks them."""
+    from rag_assistant.answer.roles import pick_roles, role_probabilities
+
+    return pick_roles(role_probabilities(x, **model), background_at)
 
 
-def cross_validate(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, folds: int = 5) -> dict[float, float]:
-    """Accuracy per background cut (BACKGROUND_AT) over the training labels, whole abstracts per fold (sentences
-    of one abstract share its wording)."""
+def out_of_fold(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, folds: int = 5) -> np.ndarray:
+    """Each row's role probabilities from a model fitted on the other folds, whole abstracts per fold (sentences of
+    one abstract share its wording)."""
+    from rag_assistant.answer.roles import ROLES, role_probabilities
+
     abstracts = sorted({r["abstract"] for r in rows})
     fold_of = {a: i % folds for i, a in enumerate(abstracts)}
     fold = np.array([fold_of[r["abstract"]] for r in rows])
-    p = np.zeros((len(y), int(y.max()) + 1))
+    p = np.zeros((len(y), len(ROLES)))
     for f in range(folds):
-        p[fold == f] = probabilities(fit(x[fold != f], y[fold != f], l2), x[fold == f])
-    return {cut: float(np.mean(np.where(p[:, 0] >= cut, 0, p.argmax(axis=1)) == y)) for cut in BACKGROUND_AT}
+        p[fold == f] = role_probabilities(x[fold == f], **fit(x[fold != f], y[fold != f], l2))
+    return p
+
+
+def cross_validate(rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float) -> dict[float, float]:
+    """5-fold accuracy over the training labels per background cut (BACKGROUND_AT)."""
+    from rag_assistant.answer.roles import pick_roles
+
+    p = out_of_fold(rows, x, y, l2)
+    return {cut: float(np.mean(pick_roles(p, cut) == y)) for cut in BACKGROUND_AT}
 
 
 def main() -> int:

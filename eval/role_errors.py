@@ -18,20 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fit_roles import design, fit, indexed, labelled, predict, vectors  # noqa: E402
-
-
-def cross_predictions(
-    rows: list[dict], x: np.ndarray, y: np.ndarray, l2: float, cut: float, folds: int = 5
-) -> np.ndarray:
-    """Each row's role as predicted by a model fitted on the other folds (folds as fit_roles.cross_validate)."""
-    abstracts = sorted({r["abstract"] for r in rows})
-    fold_of = {a: i % folds for i, a in enumerate(abstracts)}
-    fold = np.array([fold_of[r["abstract"]] for r in rows])
-    out = np.zeros(len(rows), dtype=int)
-    for f in range(folds):
-        out[fold == f] = predict(fit(x[fold != f], y[fold != f], l2), x[fold == f], cut)
-    return out
+from fit_roles import design, indexed, labelled, out_of_fold, vectors  # noqa: E402
 
 
 def main() -> int:
@@ -40,14 +27,14 @@ def main() -> int:
     ap.add_argument("--cache", type=Path, help="the labelled sentences' vectors, as fit_roles.py --cache")
     ap.add_argument("--show", type=int, default=0, help="print N misclassified sentences (seed 0)")
     args = ap.parse_args()
-    from rag_assistant.answer.roles import MODEL_FILE, ROLES
+    from rag_assistant.answer.roles import MODEL_FILE, ROLES, pick_roles
 
     rows = indexed(labelled("train"), args.data_dir)
     x = design(rows, vectors(rows, args.data_dir, args.cache))
     y = np.array([ROLES.index(r["role"]) for r in rows])
     chosen = json.loads(MODEL_FILE.read_text(encoding="utf-8"))
     l2, cut = chosen["l2"], chosen.get("background_at", 0.5)
-    guess = cross_predictions(rows, x, y, l2, cut)
+    guess = pick_roles(out_of_fold(rows, x, y, l2), cut)
     print(f"train: {len(rows)} sentences, l2 {l2}, background cut {cut}; 5-fold accuracy {np.mean(guess == y):.3f}")
     print("confusion (rows: label, columns: predicted)")
     print(" " * 12 + "".join(f"{r:>12}" for r in ROLES))

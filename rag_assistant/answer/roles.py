@@ -148,6 +148,21 @@ def role_features(sentences: list[str], vectors: np.ndarray) -> np.ndarray:
     return np.hstack([np.asarray(vectors, dtype=np.float64).reshape(n, -1), cues, before, after])
 
 
+def role_probabilities(
+    x: np.ndarray, weights: np.ndarray, bias: np.ndarray, mean: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
+    """Each row's probability per role (columns in ROLES order) under the fitted logistic regression."""
+    z = ((x - mean) / scale) @ weights + bias
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def pick_roles(p: np.ndarray, background_at: float) -> np.ndarray:
+    """Role indices: background from `background_at` on, else the likeliest role."""
+    background = ROLES.index(BACKGROUND)
+    return np.where(p[:, background] >= background_at, background, p.argmax(axis=1))
+
+
 @dataclass(frozen=True)
 class RoleModel:
     """Multinomial logistic regression over `role_features` (fitted by eval/fit_roles.py)."""
@@ -162,11 +177,8 @@ class RoleModel:
     background_at: float = 0.5
 
     def predict(self, x: np.ndarray) -> list[str]:
-        z = ((x - self.mean) / self.scale) @ self.weights + self.bias
-        p = np.exp(z - z.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        background = ROLES.index(BACKGROUND)
-        return [ROLES[i] for i in np.where(p[:, background] >= self.background_at, background, p.argmax(axis=1))]
+        p = role_probabilities(x, self.weights, self.bias, self.mean, self.scale)
+        return [ROLES[i] for i in pick_roles(p, self.background_at)]
 
     def roles(self, sentences: list[str], vectors: np.ndarray) -> list[str]:
         return self.predict(role_features(sentences, vectors))
