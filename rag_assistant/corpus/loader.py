@@ -78,7 +78,7 @@ def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: i
     result.files = expand_paths(paths, result.errors)
     prefixes = id_prefixes(result.files)
     by_id: dict[str, tuple[Path, Paper]] = {}
-    by_text: dict[str, Paper] = {}
+    by_text: dict[str, int] = {}  # abstract -> index of its kept paper in result.papers
     for path in result.files:
         try:
             parsed = PARSERS[path.suffix.lower()](path, prefixes[path], max_abstract_chars)
@@ -106,16 +106,14 @@ def load_corpus(paths: list[Path], skip_bad: bool = False, max_abstract_chars: i
                     )
                 continue
             if text_hash in by_text:
-                kept = by_text[text_hash]
-                merged = _merged(kept, paper)
+                kept = result.papers[by_text[text_hash]]
                 result.warnings.append(
                     f"{where}: same abstract as {kept.paper_id}, skipped (its id, title and fields kept with it)"
                 )
-                result.papers[result.papers.index(kept)] = by_text[text_hash] = merged
-                by_id[kept.paper_id] = (by_id[kept.paper_id][0], merged)
+                result.papers[by_text[text_hash]] = _merged(kept, paper)
                 continue
             by_id[paper.paper_id] = (path, paper)
-            by_text[text_hash] = paper
+            by_text[text_hash] = len(result.papers)
             result.papers.append(paper)
     if result.errors and not skip_bad:
         raise CorpusError(
