@@ -202,7 +202,6 @@ def abstract_roles(sentences: list[str], vectors: np.ndarray | None = None) -> l
     cue-phrase rules alone without them, or when the vectors are not the kind it was fitted on (another dim)."""
     model = role_model()
     if model is not None and vectors is not None and np.shape(vectors) == (len(sentences), model.dim) and sentences:
-        # filler is never a line (issue 23): its cue phrases overrule the classifier, which saw few of them
         guessed = model.roles(sentences, vectors)
         return [_overruled(s, i, role) for i, (s, role) in enumerate(zip(sentences, guessed, strict=True))]
     return [sentence_role(s, i, len(sentences)) for i, s in enumerate(sentences)]
