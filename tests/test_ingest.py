@@ -221,3 +221,18 @@ def test_the_same_abstract_in_two_files_is_one_paper_with_both_ids_and_the_riche
     (hit,) = retriever.search(text[:120], 3)
     assert hit.paper_id == "seed:0" and hit.duplicates == ["j17"]
     assert hit.paper.metadata["authors"] == ["Ada Lovelace"]
+
+
+def test_an_eval_gold_id_merged_into_another_paper_is_not_reported_missing(tmp_path: Path) -> None:
+    """The JSON id of an abstract the load kept under its text id is in the index (evaluation matches it); only an
+    id that is nowhere is reported."""
+    from rag_assistant.evaluate.dataset import EvalItem
+    from rag_assistant.evaluate.records import missing_gold
+
+    text = load_corpus([bundled_corpus_path()]).papers[17].text
+    (tmp_path / "seed.txt").write_text("ICML 2025 Papers\n\n" + text + "\n")
+    record = {"id": "j17", "abstract": text, "authors": ["Ada Lovelace"]}
+    loaded = load_corpus([tmp_path / "seed.txt", _write_jsonl(tmp_path / "full.jsonl", [record])])
+    ingest_papers(loaded.papers, Settings())
+    items = [EvalItem("q1", "What does it do?", gold_papers=("j17", "seed:0", "nowhere"))]
+    assert missing_gold(Retriever(Settings()), items) == ["q1: gold paper nowhere is not in the index"]
