@@ -38,6 +38,7 @@ def test_select_lists_papers_above_the_cut_off_and_the_near_ones_apart() -> None
     capped = select(views, probability, include=0.4, possible=0.2, cap=2)
     assert capped.papers == ["p0", "p2"] and capped.capped and capped.possible == []
     assert count_line(capped).startswith("More than 2 papers match")
+    assert count_line(survey) == "3 papers match this question; 1 more is possibly related (listed apart)."
 
 
 def test_many_papers_are_grouped_and_the_groups_named() -> None:
