@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
 import fit_match  # noqa: E402 - the judged sets and their features, as the models were fitted on them
+from survey_rankings import recall  # noqa: E402
 
 
 def best_recall(ids: list[list[str]], order: list[int], gold: set[str], border: set[str], floor: float) -> float:
@@ -64,7 +65,7 @@ def main() -> int:
         f = found[item["id"]]["survey"]
         gold, border = set(item["gold_papers"]), set(item.get("borderline_papers", []))
         for cut in pool:
-            pool[cut].append(len({g for ids in f["ids"][:cut] for g in set(ids) & gold}) / len(gold))
+            pool[cut].append(recall(f["ids"], gold, cut or len(f["ids"])))
         by_model = list(np.argsort(-survey.probability(f["x"]), kind="stable"))
         for name, order in (("match model order", by_model), ("fused order", list(range(len(f["ids"]))))):
             oracle[name].append(best_recall(f["ids"], order, gold, border, args.min_precision))

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "eval"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fit_match  # noqa: E402
 from survey_ceiling import best_recall  # noqa: E402
+from survey_rankings import recall  # noqa: E402
 
 
 def gather(data_dir: Path) -> list[dict]:
@@ -116,10 +117,10 @@ def main() -> int:
             row, p = rows[n], prob[n]
             gold, border = set(row["item"]["gold_papers"]), set(row["item"].get("borderline_papers", []))
             ranked = list(np.argsort(-p, kind="stable"))
-            chosen = [set(row["ids"][i]) for i in ranked if p[i] >= 0.5 and not set(row["ids"][i]) & border]
-            p_.append(sum(bool(c & gold) for c in chosen) / len(chosen) if chosen else 0.0)
-            r_.append(len({g for c in chosen for g in c & gold}) / len(gold))
-            r20.append(len({g for i in ranked[:20] for g in set(row["ids"][i]) & gold}) / len(gold))
+            precision, cited_recall, _ = fit_match.listed_scores(row["ids"], p, 0.5, gold, border)
+            p_.append(precision)
+            r_.append(cited_recall)
+            r20.append(recall([row["ids"][i] for i in ranked], gold, 20))
             best.append(best_recall(row["ids"], ranked, gold, border, 0.8))
         print(f"  {name}: P {np.mean(p_):.3f} R {np.mean(r_):.3f} recall@20 {np.mean(r20):.3f} "
               f"oracle recall at P>=0.8 {np.mean(best):.3f}")  # fmt: skip

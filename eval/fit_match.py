@@ -165,6 +165,18 @@ def model_of(name_features: tuple[str, ...], x: np.ndarray, y: np.ndarray, l2: f
                       f"{note}: {len(y)} pairs, {int(y.sum())} positive")  # fmt: skip
 
 
+def listed_scores(
+    ids: list[list[str]], probability: np.ndarray, cut: float, gold: set[str], border: set[str]
+) -> tuple[float, float, int]:
+    """Cited precision and recall of the candidates listed at `cut` (borderline papers counted neither way), and
+    how many are listed."""
+    chosen = [set(ids[i]) for i in range(len(probability)) if probability[i] >= cut]
+    scored = [names for names in chosen if not names & border]
+    right = sum(bool(names & gold) for names in scored)
+    recall = len({g for names in scored for g in names & gold}) / len(gold)
+    return (right / len(scored) if scored else 0.0), recall, len(chosen)
+
+
 def _group(item: dict) -> str:
     if item["id"].startswith("bundled:"):
         return "dev.jsonl topic"
@@ -180,11 +192,7 @@ def report_survey(items: list[dict], found: dict, model) -> None:  # noqa: ANN00
             f = found[item["id"]]["survey"]
             p = model.probability(f["x"])
             gold, border = set(item["gold_papers"]), set(item.get("borderline_papers", []))
-            chosen = [set(f["ids"][i]) for i in range(len(p)) if p[i] >= cut]
-            scored = [names for names in chosen if not names & border]
-            right = sum(bool(names & gold) for names in scored)
-            recall = len({g for names in scored for g in names & gold}) / len(gold)
-            scores.setdefault(_group(item), []).append((right / len(scored) if scored else 0.0, recall, len(chosen)))
+            scores.setdefault(_group(item), []).append(listed_scores(f["ids"], p, cut, gold, border))
         means = {g: np.mean(np.array(v), axis=0) for g, v in sorted(scores.items())}
         shown = "; ".join(f"{g} P {m[0]:.3f} R {m[1]:.3f} n {m[2]:.1f}" for g, m in means.items())
         print(f"  survey >= {cut}: {shown}")
